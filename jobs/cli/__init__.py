@@ -1,0 +1,32 @@
+"""The `radeonlab` command: one thin module per verb under jobs/cli/, loaded only when called."""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+# verb -> module under jobs.cli that defines `command`
+VERBS: dict[str, str] = {
+    "gpus": "gpus",
+    "sandbox": "sandbox",
+}
+
+
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(VERBS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in VERBS:
+            return None
+        return importlib.import_module(f"jobs.cli.{VERBS[name]}").command
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="radeonlab")
+def main() -> None:
+    """radeonlab: a small LLM fine-tuning lab on AMD Radeon workstations.
+
+    Provision with `pyinfra inventories/home.py deploy/setup.py`; run jobs with the verbs below.
+    """

@@ -1,0 +1,1 @@
+"""radeonlab's pyinfra roles: one folder each, a `@deploy` function, a visible DEFAULTS dict."""

@@ -1,0 +1,71 @@
+"""The training stack's versions and sources: the one place they are set (role-prefixed data keys).
+
+Every key can be overridden per host or group in the inventory, or with `pyinfra --data key=value`.
+"""
+
+from __future__ import annotations
+
+# PyTorch release -> the ROCm release its ROCm wheels are built for (pytorch RELEASE.md).
+PYTORCH_ROCM_PAIRING: dict[str, str] = {
+    "2.4": "6.1",
+    "2.5": "6.2",
+    "2.6": "6.2.4",
+    "2.7": "6.3",
+    "2.8": "6.4",
+    "2.9": "6.4",
+    "2.10": "7.1",
+    "2.11": "7.2",
+    "2.12": "7.2",
+    "2.13": "7.2",
+}
+
+DEFAULTS: dict[str, object] = {
+    # The training user's venv. Empty user: the SSH user pyinfra logs in as.
+    "python_stack_user": "",
+    "python_stack_venv": "~/radeonlab/venv",
+    # A Python that satisfies LLaMA-Factory's Requires-Python; where the distribution's python3 is older
+    # (Ubuntu 22.04: 3.10) the role installs this one (deadsnakes PPA on Ubuntu).
+    "python_stack_python": "python3.11",
+    # LLaMA-Factory 0.9.5's Requires-Python (METADATA: ">=3.11.0"): the distribution's python3 is used when it
+    # is at least this, else python_stack_python is installed.
+    "python_stack_min_python": "3.11",
+    # Packages that give the distribution's python3 its venv module (Debian/Ubuntu split it out).
+    "python_stack_venv_packages": ["python3-venv"],
+    # Ubuntu only: where python_stack_python comes from when python3 is too old (the deadsnakes PPA), and the
+    # packages installed from it ({python} = python_stack_python).
+    "python_stack_deadsnakes_repo_url": "https://ppa.launchpadcontent.net/deadsnakes/ppa/ubuntu",
+    "python_stack_deadsnakes_key_url": (
+        "https://keyserver.ubuntu.com/pks/lookup?op=get&search=0xF23C5A6CF475977595C89F51BA6932366A755776"
+    ),
+    "python_stack_deadsnakes_keyring": "/etc/apt/keyrings/deadsnakes.gpg",
+    "python_stack_deadsnakes_packages": ["{python}", "{python}-venv"],
+    # Where jobs run (one folder per job), owned by the training user; "~" is the training user's home.
+    "python_stack_jobs_dir": "~/radeonlab/jobs",
+    # PyTorch: from the ROCm wheel index that matches rocm_version (see PYTORCH_ROCM_PAIRING).
+    "pytorch_version": "2.13.0",
+    # Empty: composed from the ROCm series, https://download.pytorch.org/whl/rocm<major.minor>.
+    "pytorch_index_url": "",
+    "pytorch_index_url_template": "https://download.pytorch.org/whl/rocm{rocm_series}",
+    # Extra wheel sources pip may use besides the indexes (a lab's wheel cache: a directory or URL).
+    "pytorch_find_links": [],
+    # Installed with torch from the same index: llamafactory imports torchaudio at the top of
+    # data/mm_plugin.py. Unpinned: pip takes the build that matches torch on that index.
+    "pytorch_extra_packages": ["torchaudio"],
+    # Where everything that is not torch comes from (a lab mirror, or PyPI).
+    "python_stack_index_url": "https://pypi.org/simple",
+    # LLaMA-Factory is installed without its declared dependencies (they pull gradio, torchvision and a
+    # CUDA torch); these are the ones text LoRA training needs, pinned to what is tested.
+    "llamafactory_version": "0.9.5",
+    "python_stack_requirements": [
+        "transformers==4.57.6",
+        "datasets==4.0.0",
+        "accelerate==1.11.0",
+        "peft==0.18.1",
+        "trl==0.24.0",
+        "omegaconf==2.4.0",
+        "pyyaml==6.0.4",
+        "numpy==2.4.6",
+        "safetensors==0.8.0",
+        "matplotlib==3.11.2",
+    ],
+}
