@@ -1,0 +1,73 @@
+"""Shared fixtures. Sandbox workstations (tests/sandbox) are real hosts and need root.
+
+Fixtures here:
+  sandbox     (session)  a Sandbox with its own state dir; every host destroyed at session end, then
+                         checked: no mount under the state dir, no process rooted in it.
+  make_host   (function) make_host(card=None|"rx7900xtx"|"rx6700xt"|"rx9070xt", name=None, data=None)
+                         -> a started SandboxHost, destroyed after the test (even when it fails).
+Other parts of the test bed (the apt repo, the wheel index) add their session fixtures in their own
+plugin modules: list them in `pytest_plugins` below.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from tests.sandbox.hosts import Sandbox, SandboxHost
+
+pytest_plugins: list[str] = []  # e.g. "tests.sandbox.aptrepo_fixtures", "tests.sandbox.wheels_fixtures"
+
+NOT_ROOT = "sandbox hosts need root (mount, unshare, chroot): run the tests as root"
+_TIMINGS: dict[str, float] = {}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.geteuid() != 0:
+        for item in items:
+            if "sandbox" in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=NOT_ROOT))
+
+
+@pytest.fixture(scope="session")
+def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    if os.geteuid() != 0:
+        pytest.skip(NOT_ROOT)
+    sbx = Sandbox(tmp_path_factory.mktemp("sandbox"))
+    sbx.ensure_base()  # once per machine (cached); a failure here is a clear setup error
+    try:
+        yield sbx
+    finally:
+        sbx.destroy_all()  # raises, listing what is left, if any mount or host process survives
+        _TIMINGS.update(sbx.timings)
+        assert sbx.leftovers() == []
+
+
+@pytest.fixture
+def make_host(sandbox: Sandbox) -> Iterator[Callable[..., SandboxHost]]:
+    made: list[str] = []
+    counter = itertools.count(1)
+
+    def make(card: str | None = None, name: str | None = None, data: dict | None = None) -> SandboxHost:
+        name = name or next(n for n in (f"t{i}" for i in counter) if n not in sandbox.hosts)
+        made.append(name)
+        return sandbox.create_host(name, card=card, data=data)
+
+    yield make
+    errors = []
+    for name in made:
+        if name in sandbox.hosts:
+            try:
+                sandbox.destroy_host(name)
+            except Exception as exc:  # destroy the others first, then fail
+                errors.append(f"{name}: {exc}")
+    assert not errors, errors
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _TIMINGS:
+        shown = ", ".join(f"{k} {v:.2f}s" for k, v in _TIMINGS.items())
+        terminalreporter.write_line(f"sandbox timings (first of each): {shown}")

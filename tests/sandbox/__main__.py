@@ -1,0 +1,60 @@
+"""`python -m tests.sandbox up|down|status`: sandbox workstations from a shell (= `radeonlab sandbox`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from tests.sandbox import config
+from tests.sandbox.hosts import Sandbox, SandboxError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m tests.sandbox", description=__doc__)
+    p.add_argument("--state-dir", type=Path, default=config.STATE_DIR, help="default: %(default)s")
+    sub = p.add_subparsers(dest="action", required=True)
+    up = sub.add_parser("up", help="create and start hosts (builds the base rootfs on first use)")
+    up.add_argument("--hosts", type=int, default=2, help="how many hosts (default: %(default)s)")
+    up.add_argument(
+        "--cards",
+        default="rx7900xtx,rx6700xt",
+        help=f"simulated card per host, comma-separated ({', '.join(config.CARDS)}, none); %(default)s",
+    )
+    sub.add_parser("down", help="destroy every host (the base rootfs stays cached)")
+    st = sub.add_parser("status", help="list the hosts")
+    st.add_argument("--json", action="store_true")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    sbx = Sandbox(args.state_dir)
+    try:
+        if args.action == "up":
+            cards = [None if c in ("", "none") else c for c in args.cards.split(",")]
+            t0 = time.monotonic()
+            for host in sbx.create_hosts(args.hosts, cards):
+                print(f"{host.name}: {host.user}@{host.address}:{host.port} card={host.card}")
+            print(f"ready in {time.monotonic() - t0:.1f}s; inventory: {sbx.inventory_file}")
+            print(f"  RADEONLAB_SANDBOX_DIR={sbx.state_dir} pyinfra inventories/sandbox.py ...")
+        elif args.action == "down":
+            sbx.destroy_all()
+            print(f"all hosts destroyed under {sbx.state_dir}")
+        elif args.json:
+            print(json.dumps(sbx.status(), indent=1))
+        else:
+            for s in sbx.status():
+                state = "up" if s["sshd"] else ("running, sshd off" if s["running"] else "stopped")
+                where = f"{s['ssh_user']}@{s['ssh_hostname']}:{s['ssh_port']}"
+                print(f"{s['name']:8} {where}  card={s['card']}  {state}")
+    except SandboxError as exc:
+        print(f"sandbox: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
