@@ -26,11 +26,31 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("down", help="destroy every host (the base rootfs stays cached)")
     st = sub.add_parser("status", help="list the hosts")
     st.add_argument("--json", action="store_true")
+    sub.add_parser(
+        "laptop-requirements",
+        help="print the pip requirements the laptop side of the sandbox needs (tiny model, adapter check)",
+    )
     return p
+
+
+def laptop_requirements() -> list[str]:
+    """The training-stack pins the laptop needs to make the tiny model and load adapters.
+
+    Taken from roles/python_stack/defaults.py so the laptop and the workstations run the same versions;
+    on this machine `torch==X` resolves to the local CPU wheel.
+    """
+    from roles.python_stack.defaults import DEFAULTS
+
+    wanted = {"transformers", "peft", "safetensors"}
+    pins = [r for r in DEFAULTS["python_stack_requirements"] if r.split("==")[0] in wanted]
+    return [f"torch=={DEFAULTS['pytorch_version']}", *pins]
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.action == "laptop-requirements":
+        print("\n".join(laptop_requirements()))
+        return 0
     sbx = Sandbox(args.state_dir)
     try:
         if args.action == "up":
