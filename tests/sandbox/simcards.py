@@ -129,7 +129,10 @@ def _fixture(rel: str) -> str:
 def kfd_properties(card: str) -> str:
     """The GPU node's properties file for `card`: the fixture with the card's `kfd_changes` applied."""
     spec = CARDS[card]
-    changes = {k: str(v) for k, v in spec["kfd_changes"].items()}
+    # DERIVED for every card: the KFD node's PCI location must name the drm device's PCI slot, as on a real
+    # machine (the recorded node and the recorded uevent come from different machines).
+    changes = {"location_id": str(_location_id(_pci_slot(spec))), "domain": "0"}
+    changes.update({k: str(v) for k, v in spec["kfd_changes"].items()})
     lines = []
     for line in _fixture(spec["kfd_node"]).splitlines():
         key = line.split(" ", 1)[0]
@@ -137,6 +140,21 @@ def kfd_properties(card: str) -> str:
     if changes:
         raise ValueError(f"{card}: kfd_changes name keys absent from {spec['kfd_node']}: {sorted(changes)}")
     return "\n".join(lines) + "\n"
+
+
+def _pci_slot(spec: dict[str, Any]) -> str:
+    if spec["device_uevent"]:
+        for line in _fixture(spec["device_uevent"]).splitlines():
+            if line.startswith("PCI_SLOT_NAME="):
+                return line.split("=", 1)[1]
+    return spec["pci_slot"]
+
+
+def _location_id(slot: str) -> int:
+    """PCI slot "0000:03:00.0" -> KFD location_id (bus << 8 | device << 3 | function)."""
+    _domain, bus, devfn = slot.split(":")
+    dev, fn = devfn.split(".")
+    return int(bus, 16) << 8 | int(dev, 16) << 3 | int(fn, 16)
 
 
 def _device_uevent(spec: dict[str, Any]) -> str:
@@ -195,6 +213,9 @@ def write_sysclass(dest: Path, card: str | None) -> None:
     _write(device / "uevent", _device_uevent(spec))
     _write(device / "mem_info_vram_total", f"{spec['vram_total']}\n")
     _write(device / "mem_info_vram_used", f"{spec['vram_used']}\n")
+    # device/drm/ lists the card's drm minors, as the kernel does: GPU detection reads the render minor here
+    (device / "drm" / "card0").mkdir(parents=True)
+    (device / "drm" / f"renderD{RENDER_MINOR}").mkdir()
     temp = spec["temp1_input"]
     _write(device / "hwmon" / "hwmon0" / "name", "amdgpu\n")
     _write(
