@@ -1,0 +1,46 @@
+"""Provision Radeon workstations for LoRA fine-tuning: `pyinfra -y inventories/home.py deploy/setup.py`.
+
+Reads top to bottom: find the GPUs once, then ROCm, the GPU environment, device access, the Python training
+stack, and a verification that writes the host record (/etc/radeonlab/host.json) the job runner reads.
+"""
+
+from pyinfra import host
+from pyinfra.api.exceptions import DeployError
+
+from roles.access import grant_gpu_access
+from roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
+from roles.gpu.facts import RadeonGpus
+from roles.gpu_env import configure_gpu_env
+from roles.gpu_env.plan import as_gpus
+from roles.python_stack import install_python_stack
+from roles.rocm import install_rocm
+from roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
+from roles.verify import verify_host
+
+# 1. The GPUs, once (KFD topology + DRM sysfs), judged for the ROCm release being installed.
+rocm_version = str(host.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"]))
+gpus = as_gpus(
+    host.get_fact(
+        RadeonGpus,
+        sysfs_root=host.data.get("gpu_sysfs_root", GPU_DEFAULTS["gpu_sysfs_root"]),
+        rocm_version=rocm_version,
+    )
+)
+cpu_only = bool(host.data.get("gpu_cpu_only", False))
+if not gpus and not cpu_only:
+    raise DeployError(
+        f"{host.name}: no AMD GPU found (no GPU node in /sys/class/kfd): is the amdgpu driver loaded? "
+        "Set gpu_cpu_only: true to provision it without the GPU steps"
+    )
+
+# 2. ROCm and the GPU environment: only where GPU work will run.
+if cpu_only:
+    host.noop("gpu_cpu_only: skipping ROCm, the GPU environment and the device check")
+else:
+    install_rocm(gfx_targets=[g.gfx for g in gpus])
+    configure_gpu_env(gpus)
+
+# 3. The training user: GPU groups (device check only with a GPU), the Python stack, the record.
+grant_gpu_access(check_devices=not cpu_only)
+install_python_stack()
+verify_host(gpus, cpu_only=cpu_only)

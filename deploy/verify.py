@@ -1,0 +1,21 @@
+"""Re-check provisioned workstations and refresh their host records: `pyinfra -y INVENTORY deploy/verify.py`.
+
+Changes nothing but /etc/radeonlab/host.json (and only when what it says changed); prints the per-host table.
+"""
+
+from pyinfra import host
+
+from roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
+from roles.gpu.facts import RadeonGpus
+from roles.gpu_env.plan import as_gpus
+from roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
+from roles.verify import verify_host
+
+gpus = as_gpus(
+    host.get_fact(
+        RadeonGpus,
+        sysfs_root=host.data.get("gpu_sysfs_root", GPU_DEFAULTS["gpu_sysfs_root"]),
+        rocm_version=str(host.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"])),
+    )
+)
+verify_host(gpus, cpu_only=bool(host.data.get("gpu_cpu_only", False)))

@@ -1,0 +1,46 @@
+"""Give the training user the GPU device groups and check that it can open the device nodes."""
+
+from __future__ import annotations
+
+from pyinfra import host, logger
+from pyinfra.api import deploy
+from pyinfra.api.exceptions import DeployError
+from pyinfra.facts.server import Users
+from pyinfra.operations import server
+
+from roles.access.check import access_problems
+from roles.access.defaults import DEFAULTS
+from roles.access.facts import DeviceNodes
+from roles.python_stack import stack_paths
+
+
+@deploy("Give the training user GPU access", data_defaults=DEFAULTS)
+def grant_gpu_access(check_devices: bool = True) -> None:
+    """Add the training user to video + render (keeping its other groups); then, unless told not to (a host
+    without GPU), check the device nodes' modes and groups against the user's groups."""
+    user = host.data.get("access_user") or stack_paths().user
+    groups = list(host.data.get("access_groups"))
+    for group in host.data.get("access_system_groups"):
+        server.group(name=f"Create the system group {group}", group=group, system=True, _sudo=True)
+    server.user(
+        name=f"Add {user} to {', '.join(groups)}",
+        user=user,
+        groups=groups,
+        append=True,  # never drop the user's other groups (sudo!)
+        _sudo=True,
+    )
+    if not check_devices:
+        return
+    existing = host.get_fact(Users).get(user, {})
+    # The groups the user has once the operation above ran: decided now, from facts, not after the fact.
+    after = {existing.get("group", user), *existing.get("groups", []), *groups}
+    problems = access_problems(
+        host.get_fact(DeviceNodes, patterns=list(host.data.get("access_devices"))),
+        user,
+        after,
+        host.data.get("access_devices"),
+    )
+    for problem in problems:
+        if host.data.get("access_strict"):
+            raise DeployError(f"{host.name}: {problem}")
+        logger.warning(f"{host.print_prefix}{problem}")

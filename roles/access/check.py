@@ -1,0 +1,45 @@
+"""Can a user open the GPU device nodes? Decided from modes and groups: pure functions, no pyinfra.
+
+POSIX permission order: the owner bits apply to the owner, else the group bits to group members, else the
+other bits. ACLs granted at login (systemd-logind's uaccess, desktop sessions only) are not counted: a
+training job started over SSH does not get them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+RW_OWNER, RW_GROUP, RW_OTHER = 0o600, 0o060, 0o006
+
+
+def can_read_write(node: Mapping[str, object], user: str, groups: Iterable[str]) -> bool:
+    mode = int(node["mode"])  # type: ignore[arg-type]
+    if user == "root":
+        return True
+    if node["user"] == user:
+        return mode & RW_OWNER == RW_OWNER
+    if node["group"] in set(groups):
+        return mode & RW_GROUP == RW_GROUP
+    return mode & RW_OTHER == RW_OTHER
+
+
+def access_problems(
+    nodes: Mapping[str, Mapping[str, object]], user: str, groups: Iterable[str], expected: Iterable[str]
+) -> list[str]:
+    """One line per device the user cannot read and write, each saying how to fix it."""
+    groups = set(groups)
+    problems = []
+    for pattern in expected:
+        prefix = pattern.rstrip("*")
+        if not any(path.startswith(prefix) for path in nodes):
+            problems.append(
+                f"{pattern} does not exist: is the amdgpu kernel driver loaded? (modprobe amdgpu)"
+            )
+    for path, node in sorted(nodes.items()):
+        if not can_read_write(node, user, groups):
+            problems.append(
+                f"{user} cannot read+write {path} (mode {int(node['mode']):o}, "
+                f"{node['user']}:{node['group']}): "
+                f"add {user} to group {node['group']} (usermod -aG {node['group']} {user}) and log in again"
+            )
+    return problems

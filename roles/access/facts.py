@@ -1,0 +1,29 @@
+"""Facts the access role reads: parse only, never change anything."""
+
+from __future__ import annotations
+
+from pyinfra.api import FactBase
+
+
+class DeviceNodes(FactBase):
+    """Owner, group and mode of device nodes.
+
+    {"/dev/kfd": {"mode": 0o660, "user": "root", "group": "render"}}
+
+    Patterns (renderD*) are expanded by the remote shell; nodes that do not exist are left out.
+    """
+
+    default = dict
+
+    def command(self, patterns: list[str]) -> str:
+        # Patterns come from role data and are meant to be globbed, so they are not quoted.
+        return f'for d in {" ".join(patterns)}; do [ -e "$d" ] && stat -c \'%n %a %U %G\' "$d"; done; true'
+
+    def process(self, output: list[str]) -> dict[str, dict[str, object]]:
+        nodes: dict[str, dict[str, object]] = {}
+        for line in output:
+            parts = line.split()
+            if len(parts) == 4:
+                path, mode, user, group = parts
+                nodes[path] = {"mode": int(mode, 8), "user": user, "group": group}
+        return nodes

@@ -1,0 +1,45 @@
+"""Export the GPU settings training needs (PYTORCH_ROCM_ARCH, HSA_OVERRIDE_GFX_VERSION) to login shells."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from pyinfra import host
+from pyinfra.api import deploy
+from pyinfra.api.exceptions import DeployError
+from pyinfra.operations import files
+
+from roles.gpu.cards import Gpu
+from roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
+from roles.gpu_env.defaults import DEFAULTS
+from roles.gpu_env.plan import gpu_env
+from roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
+
+TEMPLATE = Path(__file__).parent / "templates" / "radeonlab-gpu.sh.j2"
+
+
+@deploy("Configure the GPU environment", data_defaults=DEFAULTS)
+def configure_gpu_env(gpus: Sequence[Gpu]) -> None:
+    """Write /etc/profile.d/radeonlab-gpu.sh for these GPUs (the RadeonGpus fact's value)."""
+    rocm_version = str(host.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"]))
+    min_vram = int(host.data.get("gpu_min_vram_bytes", GPU_DEFAULTS["gpu_min_vram_bytes"]))
+    env = gpu_env(gpus, rocm_version, min_vram)
+    if not env.training and host.data.get("gpu_env_require_training_gpu"):
+        raise DeployError(
+            f"{host.name}: no GPU to train on with ROCm {rocm_version}: {'; '.join(env.comments)}"
+        )
+    files.template(
+        name="Export the GPU settings to login shells",
+        src=str(TEMPLATE),
+        dest=host.data.get("gpu_env_profile_path"),
+        user="root",
+        group="root",
+        mode="644",
+        jinja_env_kwargs={"trim_blocks": True, "lstrip_blocks": True},
+        host_name=host.name,
+        rocm_version=rocm_version,
+        comments=env.comments,
+        exports=env.exports,
+        _sudo=True,
+    )

@@ -1,0 +1,124 @@
+"""The training stack in the training user's venv: PyTorch for ROCm, pinned requirements, LLaMA-Factory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyinfra import host
+from pyinfra.api import deploy
+from pyinfra.api.exceptions import DeployError
+from pyinfra.facts.deb import DebPackages
+from pyinfra.facts.server import Home, LinuxDistribution, User
+from pyinfra.operations import apt, files, pip
+
+from roles.python_stack import plan
+from roles.python_stack.defaults import DEFAULTS
+from roles.python_stack.facts import InstalledDistributions, PythonVersion
+from roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+@dataclass(frozen=True)
+class StackPaths:
+    user: str
+    home: str
+    venv: str  # absolute
+    jobs_dir: str  # absolute
+
+    @property
+    def python(self) -> str:
+        return f"{self.venv}/bin/python"
+
+
+def stack_paths() -> StackPaths:
+    """Who trains on this host and where: read by the access and verify roles too."""
+    # The login user: ssh_user, else who the connection runs as (_sudo=False: an inventory may set _sudo).
+    login_user = host.data.get("ssh_user") or host.get_fact(User, _sudo=False)
+    user = plan.training_user(host.data.get("python_stack_user", DEFAULTS["python_stack_user"]), login_user)
+    home = host.get_fact(Home, user=user)
+    if not home or home.startswith("~"):
+        raise DeployError(f"{host.name}: training user {user!r} does not exist (python_stack_user)")
+    venv = plan.expand_home(str(host.data.get("python_stack_venv", DEFAULTS["python_stack_venv"])), home)
+    jobs = plan.expand_home(
+        str(host.data.get("python_stack_jobs_dir", DEFAULTS["python_stack_jobs_dir"])), home
+    )
+    return StackPaths(user, home, venv, jobs)
+
+
+def settings() -> dict[str, Any]:
+    return {key: host.data.get(key, default) for key, default in DEFAULTS.items()}
+
+
+@deploy("Install the Python training stack", data_defaults=DEFAULTS)
+def install_python_stack() -> None:
+    data = settings()
+    paths = stack_paths()
+    as_user: dict[str, Any] = {"_sudo": True, "_sudo_user": paths.user}
+    rocm_version = str(host.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"]))
+
+    python = _ensure_python(data)
+
+    for path in (str(Path(paths.venv).parent), paths.jobs_dir):
+        files.directory(name=f"Create {path}", path=path, present=True, **as_user)
+    pip.venv(name=f"Create the venv {paths.venv}", path=paths.venv, python=python, **as_user)
+
+    installed = host.get_fact(
+        InstalledDistributions, python=paths.python, names=plan.watched_names(data), **as_user
+    )
+    installed = {plan.normalize(k): v for k, v in installed.items()}
+    for step in plan.pip_steps(data, rocm_version, installed):
+        pip.packages(
+            name=f"Install {', '.join(step.packages[:3])}{' ...' if len(step.packages) > 3 else ''} "
+            f"({'; '.join(step.reasons[:3])})",
+            packages=step.packages,
+            virtualenv=paths.venv,
+            # pip.packages would otherwise run `virtualenv`, which is not installed, if the venv were missing.
+            virtualenv_kwargs={"venv": True, "python": python},
+            extra_install_args=" ".join(step.pip_args),
+            **as_user,
+        )
+
+
+def _ensure_python(data: dict[str, Any]) -> str:
+    """Make a new enough Python available; return the executable the venv is created with."""
+    distro = host.get_fact(LinuxDistribution)
+    try:
+        choice = plan.choose_python(distro["name"], host.get_fact(PythonVersion, python="python3"), data)
+    except ValueError as e:
+        raise DeployError(f"{host.name}: {e}") from None
+    installed = host.get_fact(DebPackages)
+    if not choice.deadsnakes:
+        missing = [p for p in data["python_stack_venv_packages"] if p not in installed]
+        if missing:
+            apt.packages(name="Install python3's venv module", packages=missing, update=True, _sudo=True)
+        return choice.executable
+
+    packages = [p.format(python=choice.executable) for p in data["python_stack_deadsnakes_packages"]]
+    if all(p in installed for p in packages):
+        return choice.executable
+    codename = distro["release_meta"].get("VERSION_CODENAME")
+    keyring = data["python_stack_deadsnakes_keyring"]
+    apt.key(
+        name="Install the deadsnakes PPA key",
+        src=data["python_stack_deadsnakes_key_url"],
+        dest=keyring,
+        _sudo=True,
+    )
+    files.template(
+        name="Add the deadsnakes PPA",
+        src=str(TEMPLATES / "deadsnakes.list.j2"),
+        dest="/etc/apt/sources.list.d/deadsnakes.list",
+        user="root",
+        group="root",
+        mode="644",
+        python=choice.executable,
+        line=f"deb [signed-by={keyring}] {data['python_stack_deadsnakes_repo_url']} {codename} main",
+        _sudo=True,
+    )
+    apt.packages(
+        name=f"Install {choice.executable} from deadsnakes", packages=packages, update=True, _sudo=True
+    )
+    return choice.executable

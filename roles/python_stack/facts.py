@@ -1,0 +1,52 @@
+"""Facts the python_stack role reads: parse only, never change anything."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from pyinfra.api import FactBase
+
+# Runs under the venv's python: prints {"<name>": "<version>" | null} for the names given as arguments.
+_VERSIONS_SCRIPT = (
+    "import importlib.metadata as m, json, sys\n"
+    "def v(n):\n"
+    "    try:\n"
+    "        return m.version(n)\n"
+    "    except m.PackageNotFoundError:\n"
+    "        return None\n"
+    "print(json.dumps({n: v(n) for n in sys.argv[1:]}))\n"
+)
+
+
+class PythonVersion(FactBase):
+    """The version of a Python interpreter ("3.11.2"), or None when it is not installed."""
+
+    def command(self, python: str = "python3") -> str:
+        code = 'import sys; print("%d.%d.%d" % sys.version_info[:3])'
+        return f"{shlex.quote(python)} -c {shlex.quote(code)} 2>/dev/null || true"
+
+    def process(self, output: list[str]) -> str | None:
+        text = "\n".join(output).strip()
+        return text or None
+
+
+class InstalledDistributions(FactBase):
+    """Installed versions of the named distributions in a venv: {"torch": "2.13.0+rocm7.2", "peft": None}.
+
+    Our own fact because pyinfra's PipPackages regex does not match local versions like 2.13.0+rocm7.2.
+    Empty dict when the venv's python does not exist yet.
+    """
+
+    default = dict
+
+    def command(self, python: str, names: list[str]) -> str:
+        args = " ".join(shlex.quote(n) for n in names)
+        return (
+            f"if [ -x {shlex.quote(python)} ]; then "
+            f"{shlex.quote(python)} -c {shlex.quote(_VERSIONS_SCRIPT)} {args}; fi"
+        )
+
+    def process(self, output: list[str]) -> dict[str, str | None]:
+        text = "\n".join(output).strip()
+        return json.loads(text) if text else {}

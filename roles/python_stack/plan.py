@@ -1,0 +1,123 @@
+"""What the python_stack role installs, decided from facts and data: pure functions, no pyinfra."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from roles.gpu.cards import version_tuple
+
+
+def normalize(name: str) -> str:
+    """PEP 503 project name: "PyYAML" -> "pyyaml", "foo_bar" -> "foo-bar"."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def public_version(version: str) -> str:
+    """ "2.13.0+rocm7.2" -> "2.13.0": a ROCm (or CPU) build's local label is not part of the release."""
+    return version.split("+", 1)[0]
+
+
+def expand_home(path: str, home: str) -> str:
+    """ "~/radeonlab/venv" -> "/home/lab/radeonlab/venv" (SFTP and pip do not expand "~" for us)."""
+    if path == "~" or path.startswith("~/"):
+        return home.rstrip("/") + path[1:]
+    return path
+
+
+def training_user(configured: str | None, login_user: str) -> str:
+    """The user who trains: python_stack_user when set, else the SSH user pyinfra logs in as."""
+    return configured or login_user
+
+
+def torch_index_url(data: Mapping[str, Any], rocm_version: str) -> str:
+    """pytorch_index_url, or the index composed from the ROCm series (https://download.pytorch.org/whl/rocm7.2)."""
+    if data.get("pytorch_index_url"):
+        return str(data["pytorch_index_url"])
+    series = ".".join(rocm_version.split(".")[:2])
+    return str(data["pytorch_index_url_template"]).format(rocm_series=series)
+
+
+@dataclass(frozen=True)
+class PythonChoice:
+    executable: str  # what the venv is created with
+    deadsnakes: bool  # install it from the deadsnakes PPA first
+
+
+def choose_python(
+    distro_name: str | None, python3_version: str | None, data: Mapping[str, Any]
+) -> PythonChoice:
+    """The distribution's python3 when new enough, else python_stack_python (from deadsnakes on Ubuntu).
+
+    Raises ValueError (one line) where no source for a new enough Python is known.
+    """
+    minimum = str(data["python_stack_min_python"])
+    if python3_version and version_tuple(python3_version)[:2] >= version_tuple(minimum)[:2]:
+        return PythonChoice("python3", False)
+    if distro_name == "Ubuntu":
+        return PythonChoice(str(data["python_stack_python"]), True)
+    raise ValueError(
+        f"python3 is {python3_version or 'missing'}, LLaMA-Factory needs >= {minimum}, "
+        f"and no source for a newer Python is known on {distro_name}"
+    )
+
+
+@dataclass(frozen=True)
+class Step:
+    """One pip install: what, with which extra pip arguments, and why it is needed."""
+
+    packages: list[str]
+    pip_args: list[str]
+    reasons: list[str]
+
+
+def _pin(requirement: str) -> tuple[str, str | None]:
+    name, _, version = requirement.partition("==")
+    return normalize(name.strip()), (version.strip() or None)
+
+
+def _mismatch(requirement: str, installed: Mapping[str, str | None], public_only: bool = False) -> str | None:
+    name, wanted = _pin(requirement)
+    have = installed.get(name)
+    if have is None:
+        return f"{name} missing"
+    if wanted is not None and (public_version(have) if public_only else have) != wanted:
+        return f"{name} {have} != {wanted}"
+    return None
+
+
+def pip_steps(data: Mapping[str, Any], rocm_version: str, installed: Mapping[str, str | None]) -> list[Step]:
+    """The pip installs still needed, in order: torch (+ torchaudio) from the torch index, the requirements,
+    then llamafactory without its declared dependencies. Empty when everything matches."""
+    steps: list[Step] = []
+    torch = [f"torch=={data['pytorch_version']}", *data["pytorch_extra_packages"]]
+    reasons = [r for r in (_mismatch(p, installed, public_only=True) for p in torch) if r]
+    if reasons:
+        args = ["--index-url", torch_index_url(data, rocm_version)]
+        for link in data["pytorch_find_links"]:
+            args += ["--find-links", str(link)]
+        steps.append(Step(torch, args, reasons))
+    requirements = list(data["python_stack_requirements"])
+    reasons = [r for r in (_mismatch(p, installed) for p in requirements) if r]
+    if reasons:
+        steps.append(Step(requirements, ["--index-url", str(data["python_stack_index_url"])], reasons))
+    llamafactory = f"llamafactory=={data['llamafactory_version']}"
+    reason = _mismatch(llamafactory, installed)
+    if reason:
+        steps.append(
+            Step([llamafactory], ["--no-deps", "--index-url", str(data["python_stack_index_url"])], [reason])
+        )
+    return steps
+
+
+def watched_names(data: Mapping[str, Any]) -> list[str]:
+    """Every distribution whose installed version the role checks."""
+    specs: Sequence[str] = [
+        "torch",
+        *data["pytorch_extra_packages"],
+        *data["python_stack_requirements"],
+        "llamafactory",
+    ]
+    return sorted({_pin(s)[0] for s in specs})

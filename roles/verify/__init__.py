@@ -1,0 +1,43 @@
+"""Verify a provisioned host (GPUs, ROCm, torch, a small matmul) and write its host record."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyinfra import host, state
+from pyinfra.api import deploy
+
+from roles.gpu.cards import Gpu
+from roles.gpu_env.plan import for_rocm
+from roles.python_stack import stack_paths
+from roles.python_stack.defaults import DEFAULTS as PYTHON_STACK_DEFAULTS
+from roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
+from roles.verify import table
+from roles.verify.defaults import DEFAULTS
+from roles.verify.operations import host_record
+
+
+@deploy("Verify the host and write its record", data_defaults=DEFAULTS)
+def verify_host(gpus: Sequence[Gpu], cpu_only: bool = False) -> None:
+    paths = stack_paths()
+    rocm_version = str(host.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"]))
+    op = host_record(
+        name="Write the host record",
+        path=host.data.get("verify_record_path"),
+        user=paths.user,
+        home=paths.home,
+        venv=paths.venv,
+        jobs_dir=paths.jobs_dir,
+        cpu_only=cpu_only,
+        rocm_stream=str(host.data.get("rocm_stream", ROCM_DEFAULTS["rocm_stream"])),
+        rocm_version=rocm_version,
+        rocm_version_file=str(host.data.get("rocm_version_file", ROCM_DEFAULTS["rocm_version_file"])),
+        llamafactory_version=str(
+            host.data.get("llamafactory_version", PYTHON_STACK_DEFAULTS["llamafactory_version"])
+        ),
+        gpus=[for_rocm(g, rocm_version) for g in gpus],
+        matmul_size=int(host.data.get("verify_matmul_size")),
+        _sudo=True,
+    )
+    if host.data.get("verify_print_table"):
+        table.register(state, op._hash)

@@ -1,0 +1,61 @@
+"""Run by the venv's python on a workstation (passed with -c): what torch sees, as one JSON line.
+
+Standard library + torch only. Never raises: every failure is reported in the JSON.
+On a CPU build of torch (the sandbox's stand-in for the ROCm build) the GPU checks are not run,
+and it says so.
+"""
+
+import importlib.metadata as metadata
+import json
+import sys
+import time
+
+
+def version(name):
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def main(size):
+    out = {"python": sys.version.split()[0], "devices": [], "error": None, "gpu_checks": None}
+    out["versions"] = {n: version(n) for n in ("torch", "torchaudio", "transformers", "peft", "llamafactory")}
+    try:
+        import torch
+    except Exception as e:  # noqa: BLE001 - report any import failure
+        out["error"] = f"import torch failed: {type(e).__name__}: {e}"
+        print(json.dumps(out))
+        return
+    out["torch"] = torch.__version__
+    out["hip"] = getattr(torch.version, "hip", None)
+    out["cuda"] = getattr(torch.version, "cuda", None)
+    out["cuda_available"] = bool(torch.cuda.is_available())
+    if out["hip"] is None and out["cuda"] is None:
+        out["gpu_checks"] = "CPU build of torch: GPU checks not run (simulated workstation)"
+    elif not out["cuda_available"]:
+        out["gpu_checks"] = (
+            "ROCm build of torch sees no GPU: check /dev/kfd access and HSA_OVERRIDE_GFX_VERSION"
+        )
+    else:
+        out["gpu_checks"] = "run"
+        for i in range(torch.cuda.device_count()):
+            dev = {"index": i, "name": torch.cuda.get_device_name(i)}
+            try:
+                dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+                a = torch.randn(size, size, device=f"cuda:{i}", dtype=dtype)
+                torch.cuda.synchronize(i)
+                start = time.perf_counter()
+                c = a @ a
+                torch.cuda.synchronize(i)
+                dev["seconds"] = round(time.perf_counter() - start, 4)
+                dev["dtype"] = str(dtype).removeprefix("torch.")
+                dev["matmul_ok"] = bool(torch.isfinite(c.float()).all().item())
+            except Exception as e:  # noqa: BLE001
+                dev["matmul_ok"] = False
+                dev["error"] = f"{type(e).__name__}: {e}"
+            out["devices"].append(dev)
+    print(json.dumps(out))
+
+
+main(int(sys.argv[1]) if len(sys.argv) > 1 else 1024)

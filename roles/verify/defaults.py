@@ -1,0 +1,14 @@
+"""The verify role's settings (role-prefixed data keys): the one place they are set."""
+
+from __future__ import annotations
+
+DEFAULTS: dict[str, object] = {
+    # The host record: the contract between provisioning and the job runner (CONTRACTS.md).
+    "verify_record_path": "/etc/radeonlab/host.json",
+    # Side of the square matrices multiplied on each GPU (bf16, or fp16 on cards without bf16).
+    "verify_matmul_size": 1024,
+    # Print the per-host table at the end of the run.
+    "verify_print_table": True,
+}
+
+RECORD_SCHEMA = 1

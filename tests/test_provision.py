@@ -1,0 +1,192 @@
+"""End to end: deploy/setup.py provisions three SIMULATED workstations over real SSH, twice.
+
+The hosts are sandbox hosts (tests/sandbox: real Debian 12 hosts on loopback with recorded Radeon cards'
+sysfs), the ROCm packages come from the sandbox's SIMULATED AMD-shaped apt repository and the Python stack
+from its local wheel index (CPU torch standing in for the ROCm build), all pointed at through the product's
+own settings. The expensive provisioning runs once per test session (the `provisioned` fixture); the tests
+read what it left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.sandbox import aptrepo, web, wheels
+from tests.sandbox.hosts import Sandbox, SandboxHost
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parent.parent
+CARDS = ("rx7900xtx", "rx6700xt", "rx9070xt")
+# What /etc/profile.d/radeonlab-gpu.sh must export per card on ROCm 7.2.4 (rocm-facts.md, Cards). The
+# RX 6700 XT is gfx1031; with HSA_OVERRIDE_GFX_VERSION=10.3.0 HIP sees it as gfx1030 (the build target).
+EXPECTED_ENV = {
+    "rx7900xtx": {"PYTORCH_ROCM_ARCH": "gfx1100"},
+    "rx6700xt": {"PYTORCH_ROCM_ARCH": "gfx1030", "HSA_OVERRIDE_GFX_VERSION": "10.3.0"},
+    "rx9070xt": {"PYTORCH_ROCM_ARCH": "gfx1201"},
+}
+PROFILE = "etc/profile.d/radeonlab-gpu.sh"
+VENV = "/home/lab/radeonlab/venv"
+MAX_NOOP_RATIO = 0.5  # a no-op rerun is fact gathering only: a small fraction of the first run
+TIMINGS: dict[str, float] = {}
+
+
+@dataclass
+class Run:
+    returncode: int
+    seconds: float
+    stdout: str
+    stderr: str
+    results: dict = field(default_factory=dict)
+
+    def changed_ops(self, host: str) -> list[str]:
+        return [op["name"] for op in self.results.get("operations", []) if host in op["success"]]
+
+
+def run_deploy(sandbox: Sandbox, hosts: list[SandboxHost], deploy: str = "deploy/setup.py") -> Run:
+    """`pyinfra -y --json inventories/sandbox.py <deploy>` limited to these hosts (subprocess, real SSH)."""
+    limit = [arg for h in hosts for arg in ("--limit", h.name)]
+    start = time.monotonic()
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("pyinfra")), "-y", "--json", *limit,
+         "inventories/sandbox.py", deploy],
+        cwd=REPO, capture_output=True, text=True, timeout=3600,
+        env={**os.environ, "RADEONLAB_SANDBOX_DIR": str(sandbox.state_dir)},
+    )  # fmt: skip
+    run = Run(done.returncode, time.monotonic() - start, done.stdout, done.stderr)
+    if done.returncode == 0:
+        run.results = json.loads(done.stdout)["results"]
+    return run
+
+
+@dataclass
+class Provisioned:
+    sandbox: Sandbox
+    hosts: dict[str, SandboxHost]  # card -> host
+    first: Run
+    second: Run
+
+
+@pytest.fixture(scope="session")
+def provisioned(sandbox: Sandbox) -> Iterator[Provisioned]:
+    repo = aptrepo.build_repo(sandbox.state_dir)
+    index = wheels.build_wheel_index(sandbox.state_dir)
+    with web.spawn(sandbox.www_dir) as server:
+        sandbox.set_common_data(**repo.settings(server.url), **index.settings(server.url))
+        hosts = {card: sandbox.create_host(f"prov-{card}", card=card) for card in CARDS}
+        try:
+            first = run_deploy(sandbox, list(hosts.values()))
+            assert first.returncode == 0, first.stderr[-5000:]
+            second = run_deploy(sandbox, list(hosts.values()))
+            TIMINGS.update(
+                first_run=first.seconds, noop_run=second.seconds, ratio=second.seconds / first.seconds
+            )
+            print(f"\nprovisioning 3 hosts: first {first.seconds:.1f}s, no-op {second.seconds:.1f}s, "
+                  f"ratio {second.seconds / first.seconds:.3f}")  # fmt: skip
+            yield Provisioned(sandbox, hosts, first, second)
+        finally:
+            for h in hosts.values():
+                sandbox.destroy_host(h.name)
+
+
+def exports(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("export "):
+            key, value = line.removeprefix("export ").split("=", 1)
+            out[key] = value.strip('"')
+    return out
+
+
+def test_first_run_installs_everything(provisioned: Provisioned) -> None:
+    for card, h in provisioned.hosts.items():
+        changed = provisioned.first.changed_ops(h.name)
+        assert any("Install ROCm 7.2.4 packages" in op for op in changed), (card, changed)
+        assert any("torch==" in op for op in changed), (card, changed)
+        record = json.loads((h.root / "etc/radeonlab/host.json").read_text())
+        assert record["host"] == h.name and record["venv"] == VENV and record["schema"] == 1
+        assert record["rocm"]["installed"], record["rocm"]  # the stand-in rocm-core wrote .info/version
+        assert record["torch"]["simulated_cpu_build"] is True and record["torch"]["hip"] is None
+    assert "CPU build of torch: GPU checks not run (simulated workstation)" in provisioned.first.stderr
+
+
+def test_second_run_changes_nothing_and_is_fast(provisioned: Provisioned) -> None:
+    second = provisioned.second
+    assert second.returncode == 0, second.stderr[-5000:]
+    for h in provisioned.hosts.values():
+        assert second.changed_ops(h.name) == [], (h.name, second.changed_ops(h.name))
+    assert second.results["totals"]["error"] == 0
+    assert TIMINGS["ratio"] < MAX_NOOP_RATIO, TIMINGS
+
+
+def test_profile_file_is_right_for_each_card(provisioned: Provisioned) -> None:
+    for card, h in provisioned.hosts.items():
+        text = (h.root / PROFILE).read_text()
+        assert exports(text) == EXPECTED_ENV[card], (card, text)
+
+
+def test_login_shell_sees_the_exports(provisioned: Provisioned) -> None:
+    for card, h in provisioned.hosts.items():
+        out = h.exec(
+            "bash -lc 'echo \"$PYTORCH_ROCM_ARCH|$HSA_OVERRIDE_GFX_VERSION\"'", user="lab"
+        ).stdout.strip()
+        want = EXPECTED_ENV[card]
+        assert out == f"{want['PYTORCH_ROCM_ARCH']}|{want.get('HSA_OVERRIDE_GFX_VERSION', '')}", (card, out)
+
+
+def test_user_gets_video_render_and_keeps_sudo(provisioned: Provisioned) -> None:
+    for h in provisioned.hosts.values():
+        groups = set(h.exec("id -nG lab").stdout.split())
+        assert {"video", "render", "sudo"} <= groups, groups
+
+
+def test_training_stack_runs_in_the_venv(provisioned: Provisioned) -> None:
+    h = provisioned.hosts["rx7900xtx"]
+    out = h.exec(f"{VENV}/bin/llamafactory-cli version", user="lab").stdout
+    assert "0.9.5" in out, out
+    h.exec(f'{VENV}/bin/python -c "import torch, peft"', user="lab")  # check=True: raises on failure
+
+
+def test_swapping_a_card_rewrites_only_the_profile(provisioned: Provisioned) -> None:
+    h = provisioned.hosts["rx6700xt"]
+    before = {
+        p: (h.root / p).read_text()
+        for p in ("etc/profile.d/radeonlab-rocm.sh", "etc/apt/sources.list.d/rocm.list")
+    }
+    h.set_card("rx9070xt")
+    try:
+        run = run_deploy(provisioned.sandbox, [h])
+        assert run.returncode == 0, run.stderr[-5000:]
+        changed = run.changed_ops(h.name)
+        assert any("Export the GPU settings" in op for op in changed), changed
+        # Only the profile, and the host record that describes the card, change.
+        assert all("Export the GPU settings" in op or "Write the host record" in op for op in changed), (
+            changed
+        )
+        assert exports((h.root / PROFILE).read_text()) == EXPECTED_ENV["rx9070xt"]
+        assert {p: (h.root / p).read_text() for p in before} == before
+    finally:
+        h.set_card("rx6700xt")
+
+
+def test_host_without_gpu_fails_with_one_line_naming_it(provisioned: Provisioned) -> None:
+    h = provisioned.sandbox.create_host("prov-nogpu", card=None)
+    try:
+        run = run_deploy(provisioned.sandbox, [h])
+        assert run.returncode != 0
+        lines = [
+            line for line in (run.stdout + run.stderr).splitlines() if "prov-nogpu: no AMD GPU found" in line
+        ]
+        assert lines, run.stderr[-3000:]
+        assert "gpu_cpu_only" in lines[0]
+    finally:
+        provisioned.sandbox.destroy_host(h.name)

@@ -1,0 +1,84 @@
+"""roles/python_stack's pure logic: installed versions in -> pip steps out; Python choice; paths."""
+
+from __future__ import annotations
+
+import pytest
+
+from roles.python_stack import plan
+from roles.python_stack.defaults import DEFAULTS
+from roles.python_stack.facts import InstalledDistributions
+
+
+def everything_installed(torch: str = "2.13.0+rocm7.2") -> dict[str, str | None]:
+    got = {plan.normalize(r.split("==")[0]): r.split("==")[1] for r in DEFAULTS["python_stack_requirements"]}
+    return {
+        **got,
+        "torch": torch,
+        "torchaudio": "2.13.0+rocm7.2",
+        "llamafactory": DEFAULTS["llamafactory_version"],
+    }
+
+
+def test_fresh_venv_needs_three_steps_in_order() -> None:
+    steps = plan.pip_steps(DEFAULTS, "7.2.4", {})
+    assert [s.packages[0] for s in steps] == ["torch==2.13.0", "transformers==4.57.6", "llamafactory==0.9.5"]
+    assert steps[0].packages == ["torch==2.13.0", "torchaudio"]
+    assert steps[0].pip_args == ["--index-url", "https://download.pytorch.org/whl/rocm7.2"]
+    assert steps[2].pip_args[:1] == ["--no-deps"]
+
+
+def test_rocm_local_version_matches_the_pin_so_nothing_runs() -> None:
+    assert plan.pip_steps(DEFAULTS, "7.2.4", everything_installed()) == []
+    assert plan.pip_steps(DEFAULTS, "7.2.4", everything_installed("2.13.0+cpu")) == []
+
+
+def test_only_what_differs_runs() -> None:
+    installed = {**everything_installed(), "peft": "0.17.0"}
+    steps = plan.pip_steps(DEFAULTS, "7.2.4", installed)
+    assert len(steps) == 1 and steps[0].reasons == ["peft 0.17.0 != 0.18.1"]
+    installed = {**everything_installed(), "torch": "2.12.0+rocm7.2"}
+    assert plan.pip_steps(DEFAULTS, "7.2.4", installed)[0].reasons == ["torch 2.12.0+rocm7.2 != 2.13.0"]
+
+
+def test_index_from_data_and_find_links() -> None:
+    data = {
+        **DEFAULTS,
+        "pytorch_index_url": "http://127.0.0.1:9/pypi/simple",
+        "pytorch_find_links": ["/srv/w"],
+    }
+    step = plan.pip_steps(data, "7.2.4", {})[0]
+    assert step.pip_args == ["--index-url", "http://127.0.0.1:9/pypi/simple", "--find-links", "/srv/w"]
+    assert plan.torch_index_url(DEFAULTS, "7.1.1") == "https://download.pytorch.org/whl/rocm7.1"
+
+
+@pytest.mark.parametrize(
+    ("distro", "python3", "expected"),
+    [
+        ("Ubuntu", "3.10.12", plan.PythonChoice("python3.11", True)),  # 22.04: deadsnakes
+        ("Ubuntu", "3.12.3", plan.PythonChoice("python3", False)),
+        ("Debian", "3.11.2", plan.PythonChoice("python3", False)),
+    ],
+)
+def test_python_choice(distro: str, python3: str, expected: plan.PythonChoice) -> None:
+    assert plan.choose_python(distro, python3, DEFAULTS) == expected
+
+
+def test_no_python_source_is_a_one_line_error() -> None:
+    with pytest.raises(ValueError, match="needs >= 3.11"):
+        plan.choose_python("Debian", "3.9.2", DEFAULTS)
+
+
+def test_paths_and_user() -> None:
+    assert plan.expand_home("~/radeonlab/venv", "/home/lab") == "/home/lab/radeonlab/venv"
+    assert plan.expand_home("/opt/venv", "/home/lab") == "/opt/venv"
+    assert plan.training_user("", "lab") == "lab" and plan.training_user("trainer", "lab") == "trainer"
+
+
+def test_installed_distributions_fact_parses_json_and_missing_venv() -> None:
+    fact = InstalledDistributions()
+    assert fact.process(['{"torch": "2.13.0+rocm7.2", "peft": null}']) == {
+        "torch": "2.13.0+rocm7.2",
+        "peft": None,
+    }
+    assert fact.process([]) == {}
+    assert "import importlib.metadata" in fact.command(python="/home/lab/v/bin/python", names=["torch"])
