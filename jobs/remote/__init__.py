@@ -1,0 +1,1 @@
+"""Files shipped to the workstations (package data): the host-side launcher script."""
