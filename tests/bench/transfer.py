@@ -1,0 +1,121 @@
+"""Measure jobs.transport's put/get against plain `scp` on a sandbox host (a measurement, not a test).
+
+    .venv/bin/python -m tests.bench.transfer [--size-mb 200] [--rounds 3]
+
+Creates one SIMULATED workstation (tests/sandbox) in a temporary state dir, moves the same random file up
+and down with `scp` and with jobs.transport (each timed from connect to close), alternating per round, and
+prints the medians in MB/s and as ratios to scp. The host is destroyed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from jobs.hosts import load_inventory
+from jobs.transport import connect, sha256_file
+from tests.sandbox.hosts import Sandbox
+
+INVENTORY = Path(__file__).resolve().parents[2] / "inventories" / "sandbox.py"
+REMOTE = "/home/lab/bench.bin"
+
+
+def timed(action: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    action()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mb", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="rl-bench-") as tmp:
+        work = Path(tmp)
+        src = work / "src.bin"
+        with open(src, "wb") as f:
+            for _ in range(args.size_mb):
+                f.write(os.urandom(1_000_000))
+        size = src.stat().st_size
+        digest = sha256_file(src)
+        sbx = Sandbox(work / "sandbox")
+        sbx.ensure_base()
+        try:
+            host = sbx.create_host("bench")
+            os.environ["RADEONLAB_SANDBOX_DIR"] = str(sbx.state_dir)
+            target = load_inventory(INVENTORY)[host.name]
+            ssh_opts = [
+                "-F",
+                "/dev/null",
+                "-i",
+                str(sbx.key),
+                "-o",
+                f"UserKnownHostsFile={sbx.known_hosts}",
+                "-o",
+                "StrictHostKeyChecking=yes",
+                "-o",
+                "BatchMode=yes",
+                "-P",
+                str(target.port),
+            ]
+            at = f"{target.user}@{target.hostname}:"
+
+            def ours_up() -> None:
+                with connect(target) as remote:
+                    remote.run(["rm", "-f", REMOTE, REMOTE + ".part"])
+                    remote.put_file(src, REMOTE)
+
+            def ours_down() -> None:
+                with connect(target) as remote:
+                    remote.get_file(REMOTE, work / "down-ours.bin")
+
+            # as jobs.sync uses them: the host checks the sha256 before the blob gets its name; a fetch
+            # already knows the host's sha256 from its listing round trip (not timed here)
+            def ours_up_hashed() -> None:
+                with connect(target) as remote:
+                    remote.run(["rm", "-f", REMOTE, REMOTE + ".part"])
+                    remote.put_file(src, REMOTE, expected_sha256=digest)
+
+            def ours_down_hash_known() -> None:
+                with connect(target) as remote:
+                    remote.get_file(REMOTE, work / "down-ours.bin", expected_sha256=digest)
+
+            def scp(*paths: str) -> Callable[[], object]:
+                return lambda: subprocess.run(["scp", "-q", *ssh_opts, *paths], check=True)
+
+            runs = {
+                "scp up": scp(str(src), at + REMOTE + ".scp"),
+                "put": ours_up,
+                "put, sha256 checked on host": ours_up_hashed,
+                "scp down": scp(at + REMOTE + ".scp", str(work / "down-scp.bin")),
+                "get, host hashes while sending": ours_down,
+                "get, sha256 known (fetch_files)": ours_down_hash_known,
+            }
+            times: dict[str, list[float]] = {k: [] for k in runs}
+            for _ in range(args.rounds):
+                for name, action in runs.items():
+                    times[name].append(timed(action))
+            assert (
+                sha256_file(work / "down-ours.bin") == sha256_file(src) == sha256_file(work / "down-scp.bin")
+            )
+            with connect(target) as remote:
+                cipher = remote._client.get_transport().local_cipher
+        finally:
+            sbx.destroy_all()
+    rate = {k: size / statistics.median(v) / 1e6 for k, v in times.items()}
+    print(f"{args.size_mb} MB file, {args.rounds} rounds, medians (connect to close), cipher {cipher}:")
+    for name in runs:
+        base = rate["scp up" if name in ("scp up", "put", "put, sha256 checked on host") else "scp down"]
+        print(f"  {name:34} {rate[name]:6.1f} MB/s   {rate[name] / base:.2f}x scp")
+
+
+if __name__ == "__main__":
+    main()
