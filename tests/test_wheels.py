@@ -1,0 +1,149 @@
+"""The sandbox wheel index: the training stack installs from it alone, as roles/python_stack installs it."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from roles.python_stack.defaults import DEFAULTS
+from tests.sandbox import config, wheels
+
+
+@contextmanager
+def serving(directory: Path) -> Iterator[str]:
+    """Serve `directory` on loopback; yields its base URL. Uses tests.sandbox.web when present, else
+    `python -m http.server` (the shared web module is written separately)."""
+    try:
+        from tests.sandbox import web  # type: ignore[attr-defined]
+    except ImportError:
+        web = None
+    if web is not None:
+        server = web.serve(directory, port=0)
+        try:
+            yield server.url.rstrip("/")
+        finally:
+            server.stop()
+        return
+    with socket.socket() as s:
+        s.bind((config.WEB_ADDRESS, 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "http.server", str(port), "--bind", config.WEB_ADDRESS, "-d", str(directory)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://{config.WEB_ADDRESS}:{port}"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(url + "/", timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def cached_stack_venv() -> Path:
+    """A venv with the stack installed from the sandbox index, kept under CACHE_DIR per lock inputs, so
+    tests that only need to run LLaMA-Factory do not reinstall it."""
+    venv = config.CACHE_DIR / "venvs" / f"stack-{wheels.inputs_digest()}"
+    done = venv / ".radeonlab-complete"
+    if done.exists():
+        return venv
+    shutil.rmtree(venv, ignore_errors=True)
+    state = config.CACHE_DIR / "venvs" / "index-state"
+    info = wheels.build_wheel_index(state)
+    with serving(config.www_dir(state)) as url:
+        wheels.install_stack(venv, info.settings(url)["python_stack_index_url"])
+    done.write_text("ok\n")
+    return venv
+
+
+def test_lock_matches_python_stack_defaults() -> None:
+    """Changing roles/python_stack/defaults.py without relocking must be caught."""
+    pins = {p.name: p.version for p in wheels.check_lock()}
+    for req in DEFAULTS["python_stack_requirements"]:  # type: ignore[attr-defined]
+        name, version = req.split("==")
+        assert pins[wheels.normalize(name)] == version
+    assert pins["llamafactory"] == DEFAULTS["llamafactory_version"]
+    assert "torch" not in pins  # the local CPU wheel, not PyPI's CUDA build
+
+
+def test_isolated_pip_env_drops_machine_settings() -> None:
+    env = wheels.isolated_pip_env({"PIP_FIND_LINKS": "/opt/wheels", "PIP_CONSTRAINT": "x", "PATH": "/bin"})
+    assert env["PIP_CONFIG_FILE"] == "/dev/null"
+    assert "PIP_FIND_LINKS" not in env and "PIP_CONSTRAINT" not in env
+    assert env["PATH"] == "/bin"
+
+
+def test_target_platforms_cover_manylinux_2_28_and_2014() -> None:
+    plats = wheels.target_platforms()
+    assert plats[0] == "manylinux_2_36_x86_64"
+    assert "manylinux_2_28_x86_64" in plats and "manylinux2014_x86_64" in plats
+    assert "manylinux_2_37_x86_64" not in plats
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> wheels.WheelIndexInfo:
+    return wheels.build_wheel_index(tmp_path_factory.mktemp("state"))
+
+
+@pytest.mark.slow
+def test_index_layout_and_simulated_markers(index: wheels.WheelIndexInfo) -> None:
+    assert (index.simple_dir / "llamafactory" / "index.html").exists()
+    assert "SIMULATED" in (index.root / "README.txt").read_text()
+    torch_page = (index.simple_dir / "torch" / "index.html").read_text()
+    assert "SIMULATED" in torch_page and "+cpu" in torch_page
+    with zipfile.ZipFile(index.files["torchaudio"]) as z:
+        names = z.namelist()
+        record = z.read(next(n for n in names if n.endswith("RECORD"))).decode()
+    assert wheels.REPACK_MARKER in names and wheels.REPACK_MARKER in record
+    assert not [n for n in names if wheels.TORCHAUDIO_DROPPED.match(n)]
+    assert not [line for line in record.splitlines() if wheels.TORCHAUDIO_DROPPED.match(line.split(",")[0])]
+    # Rebuilding from the cache downloads nothing and gives the same files.
+    again = wheels.build_wheel_index(index.root.parent.parent)
+    assert again.downloaded_bytes == 0
+    assert sorted(p.name for p in again.files.values()) == sorted(p.name for p in index.files.values())
+
+
+@pytest.mark.slow
+def test_stack_installs_from_the_index_alone(index: wheels.WheelIndexInfo, tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    with serving(index.root.parent) as url:
+        settings = index.settings(url)
+        assert settings["pytorch_index_url"] == settings["python_stack_index_url"] == f"{url}/pypi/simple"
+        start = time.monotonic()
+        timings = wheels.install_stack(venv, settings["python_stack_index_url"])
+    print(f"install from the sandbox index: {timings}, total {time.monotonic() - start:.1f} s")
+    py = str(venv / "bin" / "python")
+    env = wheels.isolated_pip_env()
+    subprocess.run([py, "-c", "import llamafactory.train.tuner, torchaudio, peft"], check=True, env=env)
+    out = subprocess.run([str(venv / "bin" / "llamafactory-cli"), "version"], check=True, env=env,
+                         capture_output=True, text=True).stdout  # fmt: skip
+    assert DEFAULTS["llamafactory_version"] in out
+    torch_version = subprocess.run([py, "-c", "import torch; print(torch.__version__)"], check=True, env=env,
+                                   capture_output=True, text=True).stdout  # fmt: skip
+    assert torch_version.strip() == f"{DEFAULTS['pytorch_version']}+cpu"
+    marker = venv / "lib" / "python3.11" / "site-packages" / wheels.REPACK_MARKER
+    assert marker.read_text().startswith("SIMULATED")
+
+
+@pytest.mark.slow
+def test_missing_wheels_are_downloaded_and_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only what the cache lacks is fetched (hash-checked), and its bytes are counted."""
+    monkeypatch.setattr(config, "CACHE_DIR", tmp_path)
+    pin = next(p for p in wheels.check_lock() if p.name == "cycler")  # a small pure-Python wheel
+    files, downloaded = wheels.fetch_locked([pin])
+    assert downloaded == files["cycler"].stat().st_size > 0
+    assert wheels.sha256_file(files["cycler"]) == pin.sha256
+    assert wheels.fetch_locked([pin])[1] == 0
