@@ -1,9 +1,10 @@
-"""SSH to the workstations: the only module that imports paramiko (fabric's engine).
+"""SSH to the workstations: the only module that imports fabric (and paramiko, its engine).
 
-Why paramiko directly rather than fabric's `Connection`: fabric runs every command through invoke's runner
-threads (a poll costs ~25 ms there vs ~8 ms on a raw exec channel, speed.md), and its `put`/`get` use
-SFTP defaults that reach ~0.6x scp. Everything fabric would add (config files, ~/.ssh/config, agent) is
-what the job runner must NOT do, so it talks to paramiko's `SSHClient` with explicit settings:
+A fabric `Connection` holds the one SSH connection per host per command; it is built with explicit settings
+because everything fabric would add by default is what the job runner must NOT do (read ~/.ssh/config, use
+the agent, auto-add unknown host keys). Commands and transfers then use raw exec channels of that
+connection's paramiko client rather than `Connection.run`/`put`/`get`: a poll costs ~8 ms there vs ~25 ms
+through invoke's runner threads, and fabric's SFTP defaults reach only ~0.6x scp (speed.md).
 
 - host keys only from the inventory's known_hosts file; an unknown key is refused with the one command that
   accepts it, a changed key is refused loudly; ~/.ssh/config is never read; no agent, no ~/.ssh/id_* unless
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import fabric
 import paramiko
 
 from jobs.hosts import HostTarget
@@ -267,26 +269,31 @@ def connect(target: HostTarget) -> Remote:
         raise TransportError(f"cannot reach {where}: {exc.strerror or exc}") from None
     # Small command/response exchanges otherwise wait on Nagle + delayed ACK (~40 ms per poll, speed.md).
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    client = paramiko.SSHClient()
+    conn = fabric.Connection(
+        target.hostname,
+        user=target.user,
+        port=target.port,
+        config=fabric.Config(overrides={"load_ssh_configs": False}),  # never ~/.ssh/config
+        connect_kwargs={
+            "key_filename": target.key_filename,
+            "sock": sock,
+            "timeout": timeout,
+            "banner_timeout": timeout,
+            "auth_timeout": timeout,
+            "allow_agent": target.allow_agent,
+            "look_for_keys": target.look_for_keys,
+            "transport_factory": _transport_factory,
+        },
+    )
+    client = conn.client
+    # fabric's default policy auto-adds unknown keys: replace it with the inventory's known_hosts + ours.
     if Path(target.known_hosts_file).is_file():
         client.load_host_keys(target.known_hosts_file)
     client.set_missing_host_key_policy(_HostKeyPolicy(target))
     try:
-        client.connect(
-            target.hostname,
-            port=target.port,
-            username=target.user,
-            key_filename=target.key_filename,
-            sock=sock,
-            timeout=timeout,
-            banner_timeout=timeout,
-            auth_timeout=timeout,
-            allow_agent=target.allow_agent,
-            look_for_keys=target.look_for_keys,
-            transport_factory=_transport_factory,
-        )
+        conn.open()
     except paramiko.BadHostKeyException as exc:
-        client.close()
+        conn.close()
         raise ChangedHostKeyError(
             f"{target.name}: HOST KEY CHANGED for {target.known_hosts_name}: {target.known_hosts_file} "
             f"lists {exc.expected_key.get_name()} {exc.expected_key.fingerprint}, the host offers "
@@ -295,25 +302,26 @@ def connect(target: HostTarget) -> Remote:
             f"{quote_argv(['ssh-keygen', '-R', target.known_hosts_name, '-f', target.known_hosts_file])}"
         ) from None
     except UnknownHostKeyError:
-        client.close()
+        conn.close()
         raise
     except paramiko.AuthenticationException as exc:
-        client.close()
+        conn.close()
         raise TransportError(
             f"{where}: authentication failed as {target.user} with key {target.key_filename}: {exc}"
         ) from None
     except (paramiko.SSHException, OSError, EOFError) as exc:
-        client.close()
+        conn.close()
         raise TransportError(f"{where}: SSH connection failed: {exc}") from None
-    return Remote(target, client)
+    return Remote(target, conn)
 
 
 class Remote:
     """One open SSH connection to a workstation: run commands, move files."""
 
-    def __init__(self, target: HostTarget, client: paramiko.SSHClient) -> None:
+    def __init__(self, target: HostTarget, conn: fabric.Connection) -> None:
         self.target = target
-        self._client = client
+        self._conn = conn
+        self._client: paramiko.SSHClient = conn.client
 
     # --- lifecycle -------------------------------------------------------------------------------------
     def __enter__(self) -> Remote:
@@ -324,7 +332,7 @@ class Remote:
 
     def close(self) -> None:
         """Close the connection (safe from another thread: an ongoing transfer then fails and can resume)."""
-        self._client.close()
+        self._conn.close()
 
     # --- commands --------------------------------------------------------------------------------------
     def _channel(self, command: str, timeout: float | None) -> paramiko.Channel:
