@@ -8,6 +8,7 @@ import click
 
 # verb -> module under jobs.cli that defines `command`
 VERBS: dict[str, str] = {
+    "check": "check",
     "gpus": "gpus",
     "sandbox": "sandbox",
 }

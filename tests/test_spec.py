@@ -1,0 +1,133 @@
+"""Loading job specs: plain LLaMA-Factory YAML, the radeonlab block, templating, one-line errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jobs.spec import Placement, Remedy, SpecError, load
+
+FIXTURES = Path(__file__).parent / "fixtures" / "llamafactory-v0.9.5"
+
+
+def write(tmp_path: Path, text: str, name: str = "job.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_plain_llamafactory_yaml_loads_with_lines() -> None:
+    spec = load(FIXTURES / "examples/train_lora/qwen3_lora_sft.yaml")
+    assert spec.train["model_name_or_path"] == "Qwen/Qwen3-4B-Instruct-2507"
+    assert spec.train["learning_rate"] == 1.0e-4
+    assert spec.line_of("model_name_or_path") == 2
+    assert spec.line_of("stage") == 6
+    assert spec.radeonlab.nodes == 1 and spec.radeonlab.remedies["nan"].enabled
+
+
+def test_floats_like_omegaconf(tmp_path: Path) -> None:
+    # PyYAML alone reads 3e-6 as a string; LLaMA-Factory (OmegaConf) reads it as a float
+    spec = load(write(tmp_path, "learning_rate: 3e-6\nrun_name: 2024-01-01\n"))
+    assert spec.train["learning_rate"] == 3e-6
+    assert spec.train["run_name"] == "2024-01-01"
+
+
+def test_radeonlab_block_parsed_and_removed(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """\
+model_name_or_path: m
+radeonlab:
+  datasets:
+    - data/a.jsonl
+    - {file: data/chat.json, name: chat, formatting: sharegpt, columns: {messages: messages}}
+  files: [ds.json]
+  host: ws1
+  placement: {host_group: lab, gfx_family: gfx11, min_vram_gb: 24}
+  remedies: {nan: off, oom: [halve_batch, halve_cutoff]}
+  nodes: 2
+  env: {HF_HUB_OFFLINE: 1, DEBUG: on}
+""",
+    )
+    spec = load(path)
+    assert "radeonlab" not in spec.train
+    block = spec.radeonlab
+    assert [d.name for d in block.datasets] == ["a", "chat"]
+    assert block.datasets[1].info_entry() == {
+        "file_name": "chat.json",
+        "formatting": "sharegpt",
+        "columns": {"messages": "messages"},
+    }
+    assert block.files == ["ds.json"] and block.host == "ws1" and block.nodes == 2
+    assert block.placement == Placement("lab", "gfx11", 24)
+    assert block.remedies["nan"] == Remedy(enabled=False)
+    assert block.remedies["oom"] == Remedy(True, ["halve_batch", "halve_cutoff"])
+    assert block.env == {"HF_HUB_OFFLINE": "1", "DEBUG": "1"}
+    assert spec.line_of("radeonlab.placement.min_vram_gb") == 8
+    assert spec.block_problems == []
+
+
+def test_bad_radeonlab_block_reports_lines(tmp_path: Path) -> None:
+    spec = load(
+        write(
+            tmp_path,
+            "model_name_or_path: m\nradeonlab:\n  nodes: 0\n  colour: red\n"
+            "  placement: {min_vram_gb: -1}\n  remedies: {nan: maybe}\n",
+        )
+    )
+    lines = sorted(line for line, _ in spec.block_problems)
+    assert lines == [3, 4, 5, 6]
+
+
+def test_dataset_dir_relative_to_spec(tmp_path: Path) -> None:
+    spec = load(write(tmp_path, "dataset_dir: mydata\n"))
+    assert spec.dataset_dir() == (tmp_path / "mydata").resolve()
+    assert (
+        load(write(tmp_path, "model_name_or_path: m\n", "b.yaml")).dataset_dir()
+        == (tmp_path / "data").resolve()
+    )
+    assert load(write(tmp_path, "dataset_dir: REMOTE:org/repo\n", "c.yaml")).dataset_dir() is None
+
+
+def test_jinja_renders_env_and_refuses_undefined(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RL_MODEL", "meta-llama/Llama-3-8B")
+    spec = load(write(tmp_path, "model_name_or_path: {{ env.RL_MODEL }}\noutput_dir: {{ spec_dir }}/out\n"))
+    assert spec.train["model_name_or_path"] == "meta-llama/Llama-3-8B"
+    assert spec.train["output_dir"] == f"{tmp_path.resolve()}/out"
+    with pytest.raises(SpecError) as err:
+        load(write(tmp_path, "a: 1\nb: {{ nope }}\n", "u.yaml"))
+    assert err.value.line == 2 and "nope" in str(err.value)
+
+
+def test_jinja_sandbox_blocks_attribute_escapes(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="template error"):
+        load(write(tmp_path, "a: {{ ''.__class__.__mro__[1].__subclasses__() }}\n"))
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "words"),
+    [
+        ("a: 1\nb: [1, 2\n", 3, "not valid YAML"),
+        ("- a\n- b\n", 1, "not a list"),
+        ("a: 1\nb: 2\na: 3\n", 3, "duplicate key 'a' (first on line 1)"),
+        ("x:\n  y: 1\n  y: 2\n", 3, "duplicate key 'y'"),
+        ("", 1, "empty spec"),
+        ("just text\n", 1, "not a str"),
+    ],
+)
+def test_unloadable_specs_are_one_line_errors(tmp_path: Path, text: str, line: int, words: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(SpecError) as err:
+        load(path)
+    assert err.value.line == line
+    assert words in str(err.value)
+    assert str(err.value).startswith(f"{path}:{line}: ")
+    assert "\n" not in str(err.value)
+
+
+def test_non_utf8_spec(tmp_path: Path) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_bytes(b"a: 1\nb: caf\xe9\n")
+    with pytest.raises(SpecError, match=r":2: not UTF-8"):
+        load(path)
