@@ -11,6 +11,13 @@ VERBS: dict[str, str] = {
     "check": "check",
     "gpus": "gpus",
     "sandbox": "sandbox",
+    "submit": "submit",
+    "list": "list_jobs",
+    "status": "status",
+    "cancel": "cancel",
+    "logs": "logs",
+    "watch": "watch",
+    "fetch": "fetch",
 }
 
 
@@ -22,6 +29,18 @@ class _LazyGroup(click.Group):
         if name not in VERBS:
             return None
         return importlib.import_module(f"jobs.cli.{VERBS[name]}").command
+
+    def invoke(self, ctx: click.Context) -> object:
+        """Errors meant for the user (jobs/errors.py): one line on stderr, exit 1, no traceback."""
+        from jobs.errors import one_line, user_error_types
+
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:
+            if not isinstance(exc, user_error_types()):
+                raise
+            click.echo(f"radeonlab: error: {one_line(exc)}", err=True)
+            ctx.exit(1)
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -1,4 +1,8 @@
-"""`python -m tests.sandbox up|down|status`: sandbox workstations from a shell (= `radeonlab sandbox`)."""
+"""`python -m tests.sandbox up|down|status|demo`: sandbox workstations from a shell (= `radeonlab sandbox`).
+
+`demo` is the README's main-job demo (tests/sandbox/demo.py): provision one SIMULATED workstation, train a
+LoRA on it through the radeonlab CLI, fetch and try the adapter, tear it down.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("down", help="destroy every host (the base rootfs stays cached)")
     st = sub.add_parser("status", help="list the hosts")
     st.add_argument("--json", action="store_true")
+    demo = sub.add_parser("demo", help="the README demo: provision, submit, watch, fetch --try (own state)")
+    demo.add_argument("--keep", action="store_true", help="keep the demo's sandbox host afterwards")
     sub.add_parser(
         "laptop-requirements",
         help="print the pip requirements the laptop side of the sandbox needs (tiny model, adapter check)",
@@ -51,6 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "laptop-requirements":
         print("\n".join(laptop_requirements()))
         return 0
+    if args.action == "demo":
+        from tests.sandbox import demo as demo_module
+
+        return demo_module.run(keep=args.keep)
     sbx = Sandbox(args.state_dir)
     try:
         if args.action == "up":

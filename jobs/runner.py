@@ -1,0 +1,298 @@
+"""Submitting a job, top to bottom: spec -> checks -> pick host -> host record -> render -> upload -> launch.
+
+`submit()` runs the same checks as `radeonlab check` before anything leaves the laptop (errors: nothing is
+uploaded), opens ONE SSH connection to the chosen host, reads its host record (not provisioned: one line
+naming the deploy command), renders the spec for that host's card, uploads the datasets (and the spec's
+local model folder) content-addressed, writes config.yaml, dataset_info.json, job.json and the launcher,
+starts the launcher detached (it outlives the connection) and records the job in the local SQLite store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import posixpath
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from jobs import checks, hostjobs, launch, store
+from jobs import spec as spec_module
+from jobs.errors import ChecksFailedError, RadeonlabError
+from jobs.hostrecord import blobs_dir, read_host_record
+from jobs.hosts import HostTarget, InventoryError, get_host, load_inventory, select_hosts
+from jobs.jobid import new_job_id
+from jobs.record import Attempt, JobPaths, JobRecord, StateRecord
+from jobs.render import Rendered, local_model_dir, pick_gpus, render
+from jobs.state import JobState
+from jobs.sync import UploadReport, upload_files
+from jobs.transport import Progress, Remote, TransportError, connect
+
+SUBMIT: dict[str, float] = {
+    "start_wait_s": 15.0,  # how long submit waits for the launcher to record "running" (or a refusal)
+    "start_poll_s": 0.2,
+}
+GIB = 1024**3
+
+Say = Callable[[str], None]
+ProgressBar = Callable[[str], AbstractContextManager[Progress | None]]
+
+
+@contextlib.contextmanager
+def no_progress(_description: str) -> Iterator[Progress | None]:
+    yield None
+
+
+@dataclass
+class SubmitResult:
+    """What submit did: the job, where it runs, what moved, the state it started in."""
+
+    job_id: str
+    host: str
+    remote_dir: str
+    precision: str
+    state: StateRecord
+    datasets: UploadReport
+    model: UploadReport | None
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.job_id,
+            "host": self.host,
+            "remote_dir": self.remote_dir,
+            "precision": self.precision,
+            "state": self.state.to_dict(),
+            "dataset_bytes_sent": self.datasets.bytes_sent,
+            "dataset_files": [f.__dict__ for f in self.datasets.files],
+            "model_bytes_sent": self.model.bytes_sent if self.model else 0,
+            "notes": self.notes,
+        }
+
+
+def submit(
+    spec_path: str | Path,
+    inventory: str | Path,
+    host: str | None = None,
+    *,
+    allow_shared: bool = False,
+    say: Say = print,
+    progress_bar: ProgressBar = no_progress,
+) -> SubmitResult:
+    """Check, place, upload and launch the job described by `spec_path`; returns once it has started."""
+    # 1. the spec and its checks: refuse before anything is uploaded
+    spec = spec_module.load(spec_path)
+    problems = checks.check_spec(spec)
+    if checks.has_errors(problems):
+        errors = [p for p in problems if p.severity == checks.ERROR]
+        raise ChecksFailedError(
+            f"{spec_path}: {len(errors)} error(s) (see `radeonlab check {spec_path}`); nothing uploaded",
+            problems,
+        )
+    # 2. the host
+    target = pick_host(load_inventory(inventory), host or spec.radeonlab.host, spec.radeonlab.placement)
+    with connect(target) as remote:
+        # 3. its host record: provisioned? which card, which venv, where jobs live
+        record = read_host_record(remote, str(inventory))
+        check_placement(spec, record)
+        # 4. render for this host's card
+        job_id = new_job_id(Path(spec_path).stem)
+        paths = JobPaths.for_job(record["jobs_dir"], job_id)
+        model_dir = local_model_dir(spec)
+        rendered = render(
+            spec,
+            record,
+            paths,
+            job_id=job_id,
+            model_local=model_dir is not None,
+            base_dataset_info=_local_dataset_info(spec),
+        )
+        gpus = [g["index"] for g in pick_gpus(record, None)]
+        say(f"{job_id}: {target.name}, {rendered.notes[0]}")
+        # 5. upload: datasets, then the model folder (content-addressed: unchanged data is not sent again)
+        store_dir = blobs_dir(record)
+        with progress_bar("datasets") as bar:
+            data_report = upload_files(remote, dataset_files(spec, rendered), store_dir, str(paths.data), bar)
+        say(f"datasets: {data_report.summary()}")
+        if data_report.files and data_report.bytes_sent == 0:
+            say("datasets: 0 bytes transferred (the host already has this exact data)")
+        model_report = None
+        if model_dir is not None:
+            files = sorted(p for p in Path(model_dir).iterdir() if p.is_file())
+            with progress_bar("model") as bar:
+                model_report = upload_files(remote, files, store_dir, str(paths.model), bar)
+            say(f"model: {model_report.summary()}")
+        extra = [spec.base_dir / f for f in spec.radeonlab.files]
+        if extra:
+            upload_files(remote, extra, store_dir, str(paths.root))
+        # 6. the job folder's own files, then the detached launch
+        created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        job = JobRecord(
+            id=job_id,
+            name=Path(spec_path).stem,
+            spec_file=Path(spec_path).name,
+            created_at=created,
+            host=target.name,
+            gpus=gpus,
+            env=dict(spec.radeonlab.env),
+            attempts=[Attempt(n=1, created_at=created)],
+        )
+        remote.write_text_atomic(str(paths.config), rendered.yaml_text)
+        remote.write_text_atomic(
+            posixpath.join(str(paths.data), "dataset_info.json"), rendered.dataset_info_text
+        )
+        remote.write_text_atomic(str(paths.launcher), launch.launcher_source())
+        remote.write_text_atomic(str(paths.job), json.dumps(job.to_dict(), indent=1) + "\n")
+        remote.run(launch.start_argv(paths, record["venv"], allow_shared))
+        state = wait_started(remote, paths)
+        # 7. remember it locally (a cache of the host's job folder)
+        with contextlib.closing(store.connect()) as conn:
+            store.upsert_from_host(
+                conn, store.HostJob(target.name, str(paths.root), job.to_dict(), state.to_dict())
+            )
+    return SubmitResult(
+        job_id,
+        target.name,
+        str(paths.root),
+        rendered.precision,
+        state,
+        data_report,
+        model_report,
+        rendered.notes,
+    )
+
+
+def pick_host(targets: dict[str, HostTarget], wanted: str | None, placement: Any) -> HostTarget:
+    """--host (or the spec's radeonlab.host); else the only host, or the only one of the placement group."""
+    if wanted:
+        return get_host(targets, wanted)
+    pool = select_hosts(targets, placement.host_group) if placement.host_group else list(targets.values())
+    if len(pool) == 1:
+        return pool[0]
+    raise InventoryError(
+        f"{len(pool)} hosts could run this job: pass --host ({', '.join(t.name for t in pool)})"
+    )
+
+
+def check_placement(spec: spec_module.Spec, record: dict[str, Any]) -> None:
+    """The spec's placement (min VRAM, GPU family) against the card the job would get."""
+    placement = spec.radeonlab.placement
+    cards = pick_gpus(record, None)
+    if not cards:
+        return
+    card = cards[0]
+    if placement.min_vram_gb and (card.get("vram_total") or 0) < placement.min_vram_gb * GIB:
+        raise RadeonlabError(
+            f"{record['host']}: {card.get('name')} has {card.get('vram_total', 0) / GIB:.0f} GiB VRAM, "
+            f"the spec's placement needs {placement.min_vram_gb} GiB"
+        )
+    if placement.gfx_family and not str(card.get("gfx", "")).startswith(placement.gfx_family):
+        raise RadeonlabError(
+            f"{record['host']}: {card.get('name')} is {card.get('gfx')}, "
+            f"the spec's placement needs {placement.gfx_family}"
+        )
+
+
+def _local_dataset_info(spec: spec_module.Spec) -> dict[str, Any] | None:
+    folder = spec.dataset_dir()
+    info = folder / checks.DATASET_INFO if folder else None
+    return json.loads(info.read_text()) if info and info.is_file() else None
+
+
+def dataset_files(spec: spec_module.Spec, rendered: Rendered) -> list[Path]:
+    """The local files of the datasets the job trains/evaluates on (hub datasets have none)."""
+    from_block = {d.name: spec.base_dir / d.file for d in spec.radeonlab.datasets}
+    folder = spec.dataset_dir()
+    names = [
+        n.strip()
+        for key in ("dataset", "eval_dataset")
+        for n in str(rendered.config.get(key) or "").split(",")
+        if n.strip()
+    ]
+    files: list[Path] = []
+    for name in names:
+        entry = rendered.dataset_info.get(name) or {}
+        if name in from_block:
+            path = from_block[name]
+        elif "file_name" in entry and folder is not None:
+            path = folder / entry["file_name"]
+        else:
+            continue  # a hub / script dataset: fetched on the host
+        if not path.is_file():
+            raise RadeonlabError(f"dataset {name}: {path} is not a file (dataset folders are not supported)")
+        if path not in files:
+            files.append(path)
+    return files
+
+
+def wait_started(remote: Remote, paths: JobPaths) -> StateRecord:
+    """Poll the launcher until it recorded the start (running) or a refusal; queued if it says nothing."""
+    deadline = time.monotonic() + SUBMIT["start_wait_s"]
+    state = StateRecord(JobState.QUEUED)
+    while time.monotonic() < deadline:
+        result = remote.run(launch.status_argv(paths), check=False)
+        if result.ok and result.stdout.strip():
+            state, _alive = launch.parse_state_output(result.stdout)
+            if state.state is not JobState.QUEUED:
+                return state
+        time.sleep(SUBMIT["start_poll_s"])
+    return state
+
+
+@contextlib.contextmanager
+def open_job(job_id: str, inventory: str | Path, host: str | None = None) -> Iterator[JobSession]:
+    """Find `job_id` on the inventory's hosts (the cached host first) and keep that one connection open."""
+    targets = load_inventory(inventory)
+    candidates = [get_host(targets, host)] if host else hostjobs.candidate_hosts(job_id, targets)
+    unreachable: list[str] = []
+    for target in candidates:
+        try:
+            remote = connect(target)
+        except TransportError as exc:  # an unreachable host must not hide the job on another
+            unreachable.append(f"{target.name} ({exc})")
+            continue
+        try:
+            record = read_host_record(remote, str(inventory))
+            found = hostjobs.read_jobs(remote, record["jobs_dir"], [job_id])
+            if not found:
+                remote.close()
+                continue
+            session = JobSession(
+                target, remote, record, JobPaths.for_job(record["jobs_dir"], job_id), found[0]
+            )
+            session.cache()
+            try:
+                yield session
+            finally:
+                remote.close()
+            return
+        except BaseException:
+            remote.close()
+            raise
+    where = ", ".join(t.name for t in candidates)
+    gone = f"; unreachable: {'; '.join(unreachable)}" if unreachable else ""
+    raise hostjobs.JobNotFoundError(f"no job {job_id} on {where}{gone}")
+
+
+@dataclass
+class JobSession:
+    """An open connection to the host that holds one job."""
+
+    target: HostTarget
+    remote: Remote
+    record: dict[str, Any]
+    paths: JobPaths
+    job: hostjobs.HostJobState
+
+    def refresh(self) -> hostjobs.HostJobState:
+        self.job = hostjobs.read_job(self.remote, self.record["jobs_dir"], self.paths.root.name)
+        self.cache()
+        return self.job
+
+    def cache(self) -> None:
+        with contextlib.closing(store.connect()) as conn:
+            store.upsert_from_host(conn, self.job.host_job)

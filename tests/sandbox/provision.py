@@ -1,0 +1,66 @@
+"""One provisioned sandbox workstation: what the demo and the job-runner tests start from.
+
+Builds (or reuses from the cache) the SIMULATED AMD apt repository and the local wheel index (CPU torch
+standing in for the ROCm build), serves them on loopback, creates sandbox host(s) with a simulated card and
+runs the real provisioning over SSH: `pyinfra -y inventories/sandbox.py deploy/setup.py`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.sandbox import aptrepo, web, wheels
+from tests.sandbox.hosts import Sandbox, SandboxError, SandboxHost
+
+REPO = Path(__file__).resolve().parents[2]
+INVENTORY = "inventories/sandbox.py"
+DEPLOY = "deploy/setup.py"
+DEPLOY_TIMEOUT_S = 3600
+
+
+@dataclass
+class Provisioned:
+    """A provisioned host and what it cost."""
+
+    host: SandboxHost
+    seconds: float  # the pyinfra run alone
+
+
+def sandbox_env(sandbox: Sandbox) -> dict[str, str]:
+    """The environment that points inventories/sandbox.py (pyinfra and radeonlab) at this sandbox."""
+    return {**os.environ, "RADEONLAB_SANDBOX_DIR": str(sandbox.state_dir)}
+
+
+def provision_host(
+    sandbox: Sandbox, name: str, card: str | None = "rx7900xtx", *, quiet: bool = True
+) -> Provisioned:
+    """Create host `name` with simulated `card` and provision it with deploy/setup.py (real SSH).
+
+    The web server serving the apt repo and the wheel index lives only for the pyinfra run: jobs need
+    nothing from it afterwards.
+    """
+    repo = aptrepo.build_repo(sandbox.state_dir)
+    index = wheels.build_wheel_index(sandbox.state_dir)
+    with web.spawn(sandbox.www_dir) as server:
+        sandbox.set_common_data(**repo.settings(server.url), **index.settings(server.url))
+        host = sandbox.hosts.get(name) or sandbox.create_host(name, card=card)
+        pyinfra = str(Path(sys.executable).with_name("pyinfra"))
+        start = time.monotonic()
+        done = subprocess.run(
+            [pyinfra, "-y", "--limit", name, INVENTORY, DEPLOY],
+            cwd=REPO,
+            env=sandbox_env(sandbox),
+            capture_output=quiet,
+            text=True,
+            timeout=DEPLOY_TIMEOUT_S,
+        )
+        seconds = time.monotonic() - start
+    if done.returncode != 0:
+        tail = (done.stderr or "")[-3000:] if quiet else ""
+        raise SandboxError(f"provisioning {name} failed (exit {done.returncode}):\n{tail}")
+    return Provisioned(host, seconds)
