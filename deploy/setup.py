@@ -16,6 +16,7 @@ from roles.python_stack import install_python_stack
 from roles.rocm import install_rocm
 from roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
 from roles.verify import verify_host
+from roles.wheel_cache import setup_wheel_cache
 
 # 1. The GPUs, once (KFD topology + DRM sysfs), judged for the ROCm release being installed.
 rocm_version = str(host.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"]))
@@ -40,7 +41,8 @@ else:
     install_rocm(gfx_targets=[g.gfx for g in gpus])
     configure_gpu_env(gpus)
 
-# 3. The training user: GPU groups (device check only with a GPU), the Python stack, the record.
+# 3. The training user: GPU groups (device check only with a GPU), the Python stack (through the lab's wheel
+# cache when the inventory names one: its host downloads and serves before any host installs), the record.
 grant_gpu_access(check_devices=not cpu_only)
-install_python_stack()
+install_python_stack(sources=setup_wheel_cache())
 verify_host(gpus, cpu_only=cpu_only)

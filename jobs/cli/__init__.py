@@ -9,6 +9,7 @@ import click
 # verb -> module under jobs.cli that defines `command`
 VERBS: dict[str, str] = {
     "check": "check",
+    "fleet": "fleet",
     "gpus": "gpus",
     "sandbox": "sandbox",
     "submit": "submit",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,8 +54,9 @@ def settings() -> dict[str, Any]:
 
 
 @deploy("Install the Python training stack", data_defaults=DEFAULTS)
-def install_python_stack() -> None:
-    data = settings()
+def install_python_stack(sources: Mapping[str, Any] | None = None) -> None:
+    """`sources`: settings that win over the inventory's (the wheel cache's index URLs, roles/wheel_cache)."""
+    data = {**settings(), **(sources or {})}
     paths = stack_paths()
     as_user: dict[str, Any] = {"_sudo": True, "_sudo_user": paths.user}
     rocm_version = str(host.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"]))

@@ -1,6 +1,8 @@
 """A quiet static HTTP server on loopback for the sandbox: serves config.www_dir(state) (www/amd/, www/pypi/).
 
-In-process: `with serve(directory) as web: web.url` (a ThreadingHTTPServer in a daemon thread).
+In-process: `with serve(directory) as web: web.url` (a ThreadingHTTPServer in a daemon thread);
+`web.served()` -> {path: Served(requests, bytes)}: what was fetched from "outside the lab" (the sandbox's
+stand-in for PyPI, the PyTorch index and AMD's repositories), counted per request path.
 As a subprocess (the demo may need it for minutes): `with spawn(directory) as web: ...`; the child prints its
 URL, then serves until its stdin closes, so it ends with the process that started it, even a killed one.
 CLI: python -m tests.sandbox.web DIRECTORY [--port N] [--forever (until SIGINT/SIGTERM, for a shell)]
@@ -14,6 +16,8 @@ import signal
 import subprocess
 import sys
 import threading
+import urllib.parse
+from dataclasses import dataclass
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -22,11 +26,54 @@ from tests.sandbox import config
 STARTUP_TIMEOUT_S = 10
 
 
+@dataclass
+class Served:
+    """What one path served: completed GET requests with a body, and the body bytes sent."""
+
+    requests: int = 0
+    bytes: int = 0
+
+
+class _CountingServer(ThreadingHTTPServer):
+    """Counts bytes served per path (handler threads add to it under the lock)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.counts: dict[str, Served] = {}
+        self.counts_lock = threading.Lock()
+
+
 class _QuietHandler(SimpleHTTPRequestHandler):
-    """No per-request log lines: test output and the demo's console stay readable."""
+    """No per-request log lines: test output and the demo's console stay readable. Counts bytes per path."""
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the stdlib's signature
         pass
+
+    def copyfile(self, source, outputfile) -> None:  # type: ignore[no-untyped-def] - the stdlib's signature
+        counter = _ByteCounter(outputfile)
+        try:
+            super().copyfile(source, counter)
+        finally:
+            server = self.server
+            if isinstance(server, _CountingServer):
+                path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
+                with server.counts_lock:
+                    entry = server.counts.setdefault(path, Served())
+                    entry.requests += 1
+                    entry.bytes += counter.count
+
+
+class _ByteCounter:
+    """A write-only file wrapper that counts what passes through."""
+
+    def __init__(self, out) -> None:  # type: ignore[no-untyped-def]
+        self._out = out
+        self.count = 0
+
+    def write(self, data: bytes) -> int:
+        self._out.write(data)
+        self.count += len(data)
+        return len(data)
 
 
 class WebServer:
@@ -34,7 +81,7 @@ class WebServer:
 
     def __init__(self, directory: Path, address: str, port: int) -> None:
         handler = functools.partial(_QuietHandler, directory=str(directory))
-        self._httpd = ThreadingHTTPServer((address, port), handler)
+        self._httpd = _CountingServer((address, port), handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="sandbox-web", daemon=True)
         self._thread.start()
@@ -43,6 +90,11 @@ class WebServer:
     def url(self) -> str:
         host, port = self._httpd.server_address[:2]
         return f"http://{host}:{port}"
+
+    def served(self) -> dict[str, Served]:
+        """A copy of the bytes served so far, per request path (e.g. /pypi/files/torch-...whl)."""
+        with self._httpd.counts_lock:
+            return {path: Served(c.requests, c.bytes) for path, c in self._httpd.counts.items()}
 
     def stop(self) -> None:
         self._httpd.shutdown()

@@ -1,0 +1,109 @@
+"""What the wheel_cache role does, decided from data: pure functions, no pyinfra."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from roles.python_stack import plan as stack_plan
+
+SIMPLE = "simple"  # PEP 503 pages, one folder per project
+FILES = "files"  # the downloaded wheels
+STAMP = ".stamp"  # what the last complete download was made from (inputs_digest)
+TOOL_VENV = ".pip-venv"  # pip's own venv on the cache host
+INDEX_SCRIPT = ".build_index.py"  # roles/wheel_cache/build_index.py, uploaded
+
+
+def cache_host_name(data: Mapping[str, Any], groups: Mapping[str, Sequence[str]]) -> str | None:
+    """The cache host's inventory name: wheel_cache_host, else the first host of wheel_cache_group."""
+    if data.get("wheel_cache_host"):
+        return str(data["wheel_cache_host"])
+    members = groups.get(str(data.get("wheel_cache_group") or ""), ())
+    return members[0] if members else None
+
+
+def cache_url(data: Mapping[str, Any], cache_name: str, cache_host_data: Mapping[str, Any]) -> str:
+    """wheel_cache_url, or http://<address>:<port>/simple/ with the cache host's address."""
+    if data.get("wheel_cache_url"):
+        return str(data["wheel_cache_url"])
+    address = data.get("wheel_cache_address") or cache_host_data.get("ssh_hostname") or cache_name
+    return f"http://{address}:{int(data['wheel_cache_port'])}/{SIMPLE}/"
+
+
+def python_stack_sources(url: str) -> dict[str, Any]:
+    """The python_stack settings that make a host install everything from the cache at `url`."""
+    return {"pytorch_index_url": url, "python_stack_index_url": url, "pytorch_find_links": []}
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """Where the cache host itself fetches from: the python_stack settings as the inventory has them."""
+
+    torch_index_url: str
+    torch_find_links: tuple[str, ...]
+    index_url: str
+
+    @classmethod
+    def from_stack(cls, stack: Mapping[str, Any], rocm_version: str) -> Upstream:
+        return cls(
+            stack_plan.torch_index_url(stack, rocm_version),
+            tuple(str(link) for link in stack["pytorch_find_links"]),
+            str(stack["python_stack_index_url"]),
+        )
+
+
+def python_version(
+    data: Mapping[str, Any], choice: stack_plan.PythonChoice, python3_version: str | None
+) -> str:
+    """major.minor the wheels are downloaded for: wheel_cache_python_version, else what python_stack uses."""
+    if data.get("wheel_cache_python_version"):
+        return str(data["wheel_cache_python_version"])
+    if choice.deadsnakes or not python3_version:
+        return choice.executable.removeprefix("python")  # "python3.11" -> "3.11"
+    return ".".join(python3_version.split(".")[:2])
+
+
+def inputs_digest(stack: Mapping[str, Any], upstream: Upstream, pyver: str) -> str:
+    """What the cache holds is fully decided by these; a new digest means download (what is missing)."""
+    inputs = {
+        "torch": [stack["pytorch_version"], *stack["pytorch_extra_packages"]],
+        "requirements": list(stack["python_stack_requirements"]),
+        "llamafactory": stack["llamafactory_version"],
+        "upstream": [upstream.torch_index_url, list(upstream.torch_find_links), upstream.index_url],
+        "python": pyver,
+    }
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def download_commands(stack: Mapping[str, Any], upstream: Upstream, cache_dir: str, pyver: str) -> list[str]:
+    """The pip downloads, in the order python_stack installs: torch (+ extras) from the torch index, the
+    requirements from the Python index, llamafactory without dependencies.
+
+    The requirements are resolved with the downloaded folder as --find-links and torch pinned: accelerate,
+    peft and trl depend on torch, and the Python index (PyPI) would otherwise add its own (CUDA) torch.
+    A file already in the folder is never fetched again.
+    """
+    files = f"{cache_dir}/{FILES}"
+    pip = [
+        f"{cache_dir}/{TOOL_VENV}/bin/pip", "download", "--disable-pip-version-check", "--no-cache-dir",
+        "--only-binary=:all:", "--python-version", pyver, "--dest", files,
+    ]  # fmt: skip
+    torch_pin = f"torch=={stack['pytorch_version']}"
+    torch = [*pip, "--index-url", upstream.torch_index_url]
+    for link in upstream.torch_find_links:
+        torch += ["--find-links", link]
+    torch += [torch_pin, *stack["pytorch_extra_packages"]]
+    requirements = [*pip, "--index-url", upstream.index_url, "--find-links", files, torch_pin]
+    requirements += list(stack["python_stack_requirements"])
+    llamafactory = [*pip, "--no-deps", "--index-url", upstream.index_url]
+    llamafactory += [f"llamafactory=={stack['llamafactory_version']}"]
+    return [shlex.join(argv) for argv in (torch, requirements, llamafactory)]
+
+
+def probe_address(bind_address: str) -> str:
+    """Where the cache host checks its own server: the bind address, or loopback for all interfaces."""
+    return "127.0.0.1" if bind_address in ("", "0.0.0.0", "::") else bind_address

@@ -1,0 +1,179 @@
+"""End to end: three SIMULATED workstations provisioned through the lab wheel cache, then `radeonlab fleet`.
+
+One provisioning run serves both (CI time): deploy/setup.py on three sandbox hosts, one of them the wheel
+cache (roles/wheel_cache, chosen by the `wheel_cache_host` setting). "Outside the lab" is the sandbox's
+local wheel index (standing in for PyPI and the PyTorch ROCm index), served in this process by a web server
+that counts the bytes it serves per path: the torch wheel must leave it exactly once for three hosts.
+The fleet tests then read the same hosts: all reachable, one with sshd stopped (connection refused) and a
+port that accepts TCP but never speaks SSH (it must time out at the fleet's --timeout).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from jobs.cli import main
+from jobs.fleet import gather
+from jobs.hosts import HostTarget, load_inventory, select_hosts
+from roles.wheel_cache.defaults import DEFAULTS as CACHE_DEFAULTS
+from tests.sandbox import aptrepo, web, wheels
+from tests.sandbox.hosts import Sandbox, SandboxHost
+from tests.test_provision import Run, run_deploy
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parent.parent
+CARDS = {"wc-cache": "rx7900xtx", "wc-2": "rx6700xt", "wc-3": "rx9070xt"}
+CACHE_HOST = "wc-cache"
+GPU_NAMES = {
+    "rx7900xtx": "Radeon RX 7900 XTX",
+    "rx6700xt": "Radeon RX 6700 XT",
+    "rx9070xt": "Radeon RX 9070 XT",
+}
+JOBS_DIR = "/home/lab/radeonlab/jobs"
+INVENTORY = REPO / "inventories/sandbox.py"
+
+
+@dataclass
+class Lab:
+    sandbox: Sandbox
+    hosts: dict[str, SandboxHost]
+    first: Run
+    second: Run
+    served: dict[str, web.Served]  # outside bytes, after both runs
+    index: wheels.WheelIndexInfo
+
+    def targets(self) -> list[HostTarget]:
+        return select_hosts(load_inventory(INVENTORY), list(self.hosts))
+
+
+@pytest.fixture(scope="module")
+def lab(sandbox: Sandbox) -> Iterator[Lab]:
+    # pyinfra's CLI package (which load_inventory imports) monkey-patches with gevent on import; patching a
+    # process whose web server thread already runs breaks its locks. Import it before that thread starts.
+    import pyinfra_cli  # noqa: F401
+
+    # The fleet tests load inventories/sandbox.py, which reads this sandbox's state dir from the environment.
+    saved_env = os.environ.get("RADEONLAB_SANDBOX_DIR")
+    os.environ["RADEONLAB_SANDBOX_DIR"] = str(sandbox.state_dir)
+    repo = aptrepo.build_repo(sandbox.state_dir)
+    index = wheels.build_wheel_index(sandbox.state_dir)
+    with web.serve(sandbox.www_dir) as server:  # in this process: its byte counts are readable here
+        # Per-host data, not the sandbox's common data: other test modules' hosts must not use this cache.
+        data = {**repo.settings(server.url), **index.settings(server.url), "wheel_cache_host": CACHE_HOST}
+        hosts = {name: sandbox.create_host(name, card=card, data=data) for name, card in CARDS.items()}
+        # The cache server listens on the cache host's own loopback address (the sandbox's network rule).
+        hosts[CACHE_HOST].set_data(wheel_cache_bind_address=hosts[CACHE_HOST].address)
+        try:
+            first = run_deploy(sandbox, list(hosts.values()))
+            assert first.returncode == 0, first.stderr[-5000:]
+            second = run_deploy(sandbox, list(hosts.values()))
+            served = server.served()
+            outside = sum(s.bytes for p, s in served.items() if p.startswith("/pypi/"))
+            print(
+                f"\nprovisioning 3 hosts through the wheel cache: first {first.seconds:.1f}s, "
+                f"no-op {second.seconds:.1f}s; bytes from outside (sandbox index) {outside}; "
+                f"one host's stack {index.served_bytes}"
+            )
+            yield Lab(sandbox, hosts, first, second, served, index)
+        finally:
+            for h in hosts.values():
+                sandbox.destroy_host(h.name)
+            if saved_env is None:
+                os.environ.pop("RADEONLAB_SANDBOX_DIR", None)
+            else:
+                os.environ["RADEONLAB_SANDBOX_DIR"] = saved_env
+
+
+def test_torch_is_fetched_from_outside_once_for_three_hosts(lab: Lab) -> None:
+    torch = lab.index.files["torch"]
+    got = lab.served[f"/pypi/files/{torch.name}"]
+    assert (got.requests, got.bytes) == (1, torch.stat().st_size), got
+    # nothing the stack needs left the outside index twice: what three hosts cost is one host's download
+    wheel_paths = {p: s for p, s in lab.served.items() if p.startswith("/pypi/files/")}
+    assert wheel_paths and all(s.requests == 1 for s in wheel_paths.values()), wheel_paths
+    assert sum(s.bytes for s in wheel_paths.values()) <= lab.index.served_bytes
+
+
+def test_every_host_installed_torch_from_the_cache(lab: Lab) -> None:
+    cache = lab.hosts[CACHE_HOST]
+    log = cache.exec(f"cat {CACHE_DEFAULTS['wheel_cache_log']}").stdout
+    torch_name = urllib.parse.quote(lab.index.files["torch"].name)  # pip asks for "+" as %2B
+    # Sandbox hosts share the machine's network namespace, so every request comes from 127.0.0.1: count
+    # them instead. Three successful downloads of the torch wheel from the cache = one per host.
+    fetched = [line for line in log.splitlines() if f"GET /files/{torch_name} " in line and '" 200 ' in line]
+    assert len(fetched) == len(lab.hosts), log[-3000:]
+    for h in lab.hosts.values():
+        record = json.loads((h.root / "etc/radeonlab/host.json").read_text())
+        assert record["torch"]["version"].startswith("2.13.0"), record["torch"]
+
+
+def test_second_run_changes_nothing(lab: Lab) -> None:
+    assert lab.second.returncode == 0, lab.second.stderr[-5000:]
+    for h in lab.hosts.values():
+        assert lab.second.changed_ops(h.name) == [], (h.name, lab.second.changed_ops(h.name))
+
+
+# --- radeonlab fleet on the same hosts -------------------------------------------------------------------
+def test_fleet_shows_every_host_with_its_gpu_versions_and_jobs(lab: Lab) -> None:
+    h = lab.hosts["wc-2"]
+    # a queued job and a running one (a live process whose pid state.json names)
+    h.exec(f"mkdir -p {JOBS_DIR}/q-1 {JOBS_DIR}/r-1", user="lab")
+    h.exec(f'echo \'{{"state": "queued"}}\' > {JOBS_DIR}/q-1/state.json', user="lab")
+    pid = h.exec("setsid sleep 600 >/dev/null 2>&1 </dev/null & echo $!", user="lab").stdout.strip()
+    h.exec(f'echo \'{{"state": "running", "pid": {pid}}}\' > {JOBS_DIR}/r-1/state.json', user="lab")
+    try:
+        statuses = {s.host: s for s in gather(lab.targets(), timeout=10)}
+    finally:
+        h.exec(f"kill {pid}; rm -rf {JOBS_DIR}/q-1 {JOBS_DIR}/r-1", user="lab", check=False)
+    for name, card in CARDS.items():
+        s = statuses[name]
+        assert s.reachable and s.provisioned and s.error is None, s
+        assert len(s.gpus) == 1 and GPU_NAMES[card] in (s.gpus[0].name or ""), s.gpus
+        gpu = s.gpus[0]
+        assert gpu.gfx and gpu.vram_total and gpu.vram_used is not None, gpu
+        assert s.rocm and s.torch and s.torch.startswith("2.13.0"), s
+    assert (statuses["wc-2"].running, statuses["wc-2"].queued) == (["r-1"], 1)
+    assert (statuses["wc-3"].running, statuses["wc-3"].queued) == ([], 0)
+
+
+def test_fleet_cli_exit_zero_when_all_reachable(lab: Lab) -> None:
+    inventory = str(INVENTORY)
+    result = CliRunner().invoke(main, ["fleet", "-i", inventory, "--limit", "wc-*", "--json"])
+    assert result.exit_code == 0, result.output
+    assert sorted(r["host"] for r in json.loads(result.stdout)) == sorted(CARDS)
+
+
+def test_fleet_reports_stopped_and_silent_hosts_without_stalling(lab: Lab) -> None:
+    targets = lab.targets()
+    with socket.socket() as silent:  # accepts TCP, never sends an SSH banner
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        mute = HostTarget(
+            "mute",
+            "127.0.0.1",
+            silent.getsockname()[1],
+            key_filename=targets[0].key_filename,
+            known_hosts_file=targets[0].known_hosts_file,
+        )
+        lab.hosts["wc-3"].stop_sshd()
+        try:
+            start = time.monotonic()
+            statuses = {s.host: s for s in gather([*targets, mute], timeout=3)}
+            elapsed = time.monotonic() - start
+        finally:
+            lab.hosts["wc-3"].start_sshd()
+    assert 2.9 < elapsed < 4.5, elapsed
+    assert statuses["mute"].error == "no answer within 3 s", statuses["mute"]
+    assert not statuses["wc-3"].reachable and "refused" in statuses["wc-3"].error.lower(), statuses["wc-3"]
+    assert all(statuses[n].reachable for n in ("wc-cache", "wc-2")), statuses
