@@ -275,7 +275,8 @@ def connect(target: HostTarget) -> Remote:
         port=target.port,
         config=fabric.Config(overrides={"load_ssh_configs": False}),  # never ~/.ssh/config
         connect_kwargs={
-            "key_filename": target.key_filename,
+            # fabric iterates key_filename: no key in the inventory means an empty list, not None
+            "key_filename": [target.key_filename] if target.key_filename else [],
             "sock": sock,
             "timeout": timeout,
             "banner_timeout": timeout,
@@ -311,6 +312,11 @@ def connect(target: HostTarget) -> Remote:
         ) from None
     except (paramiko.SSHException, OSError, EOFError) as exc:
         conn.close()
+        if "No authentication methods available" in str(exc):
+            raise TransportError(
+                f"{where}: authentication failed: no SSH key to offer (set ssh_key for this host in the "
+                "inventory, or ssh_allow_agent: true)"
+            ) from None
         raise TransportError(f"{where}: SSH connection failed: {exc}") from None
     return Remote(target, conn)
 

@@ -247,6 +247,14 @@ def test_unknown_host_key_is_refused_with_the_accept_command(target: HostTarget,
 
 
 @pytest.mark.sandbox
+def test_inventory_without_a_key_fails_authentication_in_one_line(target: HostTarget) -> None:
+    keyless = dataclasses.replace(target, key_filename=None, allow_agent=False, look_for_keys=False)
+    with pytest.raises(TransportError) as err:
+        connect(keyless)
+    assert "authentication failed" in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.sandbox
 def test_accept_new_records_the_key_once(target: HostTarget, tmp_path: Path) -> None:
     known = tmp_path / "known_hosts"
     trusting = dataclasses.replace(target, known_hosts_file=str(known), strict_host_key_checking="accept-new")
