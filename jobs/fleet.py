@@ -25,7 +25,6 @@ from roles.verify.defaults import DEFAULTS as VERIFY_DEFAULTS
 from roles.verify.defaults import RECORD_SCHEMA
 
 FLEET_DEFAULTS: dict[str, Any] = {
-    "inventory": "inventories/home.py",
     "timeout_s": 10.0,  # per host, from the start of the command: connect + the one round trip
 }
 SECTIONS = ("@record", "@readings", "@jobs")

@@ -11,6 +11,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from jobs.cli.options import inventory_option
 from jobs.fleet import FLEET_DEFAULTS, HostStatus, exit_code, gather
 from jobs.hosts import InventoryError, load_inventory, select_hosts
 
@@ -52,9 +53,7 @@ COLUMNS = ("host", "reachable", "GPU(s)", "VRAM used/total", "temp", "power", "R
 
 
 @click.command("fleet")
-@click.option(
-    "-i", "--inventory", default=FLEET_DEFAULTS["inventory"], show_default=True, help="pyinfra inventory file"
-)
+@inventory_option
 @click.option("--limit", default=None, help="hosts, groups or glob patterns, comma-separated (as pyinfra)")
 @click.option(
     "--timeout",
