@@ -21,9 +21,14 @@ fi
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null || PY=python3
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-.venv/bin/pip install -q --disable-pip-version-check -e ".[test]"
+# pip, quiet; without the warnings some machines' global pip settings print for every package
+pip_install() {
+  .venv/bin/pip install -q --disable-pip-version-check "$@" 2>&1 | { grep -v "is neither a file nor a directory" || true; }
+  return "${PIPESTATUS[0]}"
+}
+pip_install -e ".[test]"
 # What the laptop side of the sandbox needs to make the tiny model and read adapters (torch, transformers,
 # tokenizers, peft): the versions come from roles/python_stack/defaults.py, the one place they are pinned.
 mapfile -t laptop_reqs < <(.venv/bin/python -m tests.sandbox laptop-requirements)
-.venv/bin/pip install -q --disable-pip-version-check "${laptop_reqs[@]}"
+pip_install "${laptop_reqs[@]}"
 echo "bootstrap: ready (.venv)"
