@@ -18,6 +18,7 @@ import posixpath
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import ClassVar
 
 from jobs.transport import SETTINGS as TRANSPORT_SETTINGS
 from jobs.transport import Progress, Remote, TransportError, sha256_file
@@ -43,43 +44,45 @@ class FileTransfer:
 
 
 @dataclass
-class UploadReport:
+class TransferReport:
+    """What one upload or fetch moved; subclasses only word it for their direction."""
+
     files: list[FileTransfer] = field(default_factory=list)
+    _moved: ClassVar[str] = "moved"
+    _skipped_note: ClassVar[str] = "already there"
+
+    @property
+    def bytes_transferred(self) -> int:
+        return sum(f.transferred for f in self.files)
+
+    @property
+    def bytes_skipped(self) -> int:
+        return sum(f.size for f in self.files if f.skipped)
+
+    def summary(self) -> str:
+        skipped = sum(f.skipped for f in self.files)
+        return (
+            f"{len(self.files)} file(s): {self._moved} {_human(self.bytes_transferred)}; "
+            f"{skipped} {self._skipped_note} ({_human(self.bytes_skipped)} not {self._moved})"
+        )
+
+
+class UploadReport(TransferReport):
+    _moved = "sent"
+    _skipped_note = "already on the host"
 
     @property
     def bytes_sent(self) -> int:
-        return sum(f.transferred for f in self.files)
-
-    @property
-    def bytes_skipped(self) -> int:
-        return sum(f.size for f in self.files if f.skipped)
-
-    def summary(self) -> str:
-        skipped = sum(f.skipped for f in self.files)
-        return (
-            f"{len(self.files)} file(s): sent {_human(self.bytes_sent)}; "
-            f"{skipped} already on the host ({_human(self.bytes_skipped)} not sent)"
-        )
+        return self.bytes_transferred
 
 
-@dataclass
-class FetchReport:
-    files: list[FileTransfer] = field(default_factory=list)
+class FetchReport(TransferReport):
+    _moved = "received"
+    _skipped_note = "already here with the same sha256"
 
     @property
     def bytes_received(self) -> int:
-        return sum(f.transferred for f in self.files)
-
-    @property
-    def bytes_skipped(self) -> int:
-        return sum(f.size for f in self.files if f.skipped)
-
-    def summary(self) -> str:
-        skipped = sum(f.skipped for f in self.files)
-        return (
-            f"{len(self.files)} file(s): received {_human(self.bytes_received)}; "
-            f"{skipped} already here with the same sha256 ({_human(self.bytes_skipped)} not fetched)"
-        )
+        return self.bytes_transferred
 
 
 # Host side of "which of these blobs do you have?": stdin {"blobs", "want": [hex...]} -> {"present": [...]}.
