@@ -23,9 +23,19 @@ TEMPLATES = Path(__file__).parent / "templates"
 SUDO: dict[str, Any] = {"_sudo": True}
 
 
-def _jinja() -> dict[str, bool]:
-    # A fresh dict per call: pyinfra pops keys from the one it is given.
-    return {"trim_blocks": True, "lstrip_blocks": True}
+def _root_template(name: str, template: str, dest: str, **context: Any) -> Any:
+    """Render one of this role's templates to a root-owned 0644 file (every file the role writes)."""
+    return files.template(
+        name=name,
+        src=str(TEMPLATES / template),
+        dest=dest,
+        user="root",
+        group="root",
+        mode="644",
+        jinja_env_kwargs={"trim_blocks": True, "lstrip_blocks": True},  # a fresh dict: pyinfra pops from it
+        **context,
+        **SUDO,
+    )
 
 
 def settings() -> dict[str, Any]:
@@ -77,29 +87,19 @@ def install_rocm(gfx_targets: Sequence[str | None] = ()) -> None:
 
     source_ops = [
         apt.key(name=f"Install AMD's apt key as {keyring}", src=key_url, dest=keyring, **SUDO),
-        files.template(
+        _root_template(
             name=f"Write /etc/apt/sources.list.d/{list_name}.list",
-            src=str(TEMPLATES / "apt-sources.list.j2"),
+            template="apt-sources.list.j2",
             dest=f"/etc/apt/sources.list.d/{list_name}.list",
-            user="root",
-            group="root",
-            mode="644",
-            jinja_env_kwargs=_jinja(),
             lines=lines,
             comment=f"ROCm {data['rocm_version']} ({data['rocm_stream']} stream)",
-            **SUDO,
         ),
-        files.template(
+        _root_template(
             name=f"Pin {origin} above the distribution's packages",
-            src=str(TEMPLATES / "apt-pin.j2"),
+            template="apt-pin.j2",
             dest=f"/etc/apt/preferences.d/{list_name}-pin-600",
-            user="root",
-            group="root",
-            mode="644",
-            jinja_env_kwargs=_jinja(),
             origin=origin,
             pin=repos.pin(origin),
-            **SUDO,
         ),
     ]
     driver_packages: list[str] = []
@@ -120,16 +120,11 @@ def install_rocm(gfx_targets: Sequence[str | None] = ()) -> None:
     if driver_packages:
         _install_driver(data, driver_packages)
 
-    ld_op = files.template(
+    ld_op = _root_template(
         name="Register ROCm's libraries with the dynamic linker",
-        src=str(TEMPLATES / "ld.so.conf.j2"),
+        template="ld.so.conf.j2",
         dest="/etc/ld.so.conf.d/rocm.conf",
-        user="root",
-        group="root",
-        mode="644",
-        jinja_env_kwargs=_jinja(),
         paths=data["rocm_ld_paths"],
-        **SUDO,
     )
     server.shell(
         name="Rebuild the dynamic linker cache",
@@ -137,16 +132,11 @@ def install_rocm(gfx_targets: Sequence[str | None] = ()) -> None:
         _if=any_changed(ld_op, rocm_op),
         **SUDO,
     )
-    files.template(
+    _root_template(
         name="Put ROCm's tools on login shells' PATH",
-        src=str(TEMPLATES / "radeonlab-rocm.sh.j2"),
+        template="radeonlab-rocm.sh.j2",
         dest="/etc/profile.d/radeonlab-rocm.sh",
-        user="root",
-        group="root",
-        mode="644",
-        jinja_env_kwargs=_jinja(),
         bin_path=data["rocm_bin_path"],
-        **SUDO,
     )
 
 
@@ -175,17 +165,12 @@ def _driver_sources(data: dict[str, Any], codename: str) -> list[Any]:
             )
         )
     ops.append(
-        files.template(
+        _root_template(
             name="Write /etc/apt/sources.list.d/amdgpu.list",
-            src=str(TEMPLATES / "apt-sources.list.j2"),
+            template="apt-sources.list.j2",
             dest="/etc/apt/sources.list.d/amdgpu.list",
-            user="root",
-            group="root",
-            mode="644",
-            jinja_env_kwargs=_jinja(),
             lines=lines,
             comment=f"amdgpu kernel driver {repos.driver_version(data)} for ROCm {data['rocm_version']}",
-            **SUDO,
         )
     )
     return ops
