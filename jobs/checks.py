@@ -375,7 +375,22 @@ def _check_datasets(spec: Spec, override: Path | None) -> list[Problem]:
             if "file_name" not in entry:
                 out.append(Problem(str(info_path), 1, f"entry {name!r} has no file_name or hub url"))
                 continue
-            path = data_dir / entry["file_name"]  # type: ignore[operator]
+            file_name = str(entry["file_name"])
+            if Path(file_name).name != file_name or file_name in ("", ".", ".."):
+                # submit uploads each dataset file flat into the job's data/ folder under its own name:
+                # `../x.jsonl` or `sub/x.jsonl` would train on nothing (LLaMA-Factory finds no file there)
+                out.append(
+                    Problem(
+                        str(info_path),
+                        1,
+                        f"entry {name!r}: file_name {file_name!r} is not a file directly inside "
+                        f"{data_dir} (radeonlab uploads dataset files flat into the job's data/ folder)",
+                        ERROR,
+                        f"move the file into {data_dir} and set file_name to its bare name",
+                    )
+                )
+                continue
+            path = data_dir / file_name  # type: ignore[operator]
         ranking = bool(entry.get("ranking", False))
         if ranking != (stage == "rm"):
             out.append(

@@ -39,7 +39,7 @@ TRAINER_LOG = "output/trainer_log.jsonl"
 TRAIN_LOG = "train.log"
 
 # stdin {"dir", "files": {relative name: offset}, "max"} ->
-#   {"state": {...}, "alive": bool|null, "files": {name: {"size": n, "data": base64}}}
+#   {"state": {...}, "alive": bool|null, "job": {job.json}|null, "files": {name: {"size": n, "data": base64}}}
 _POLL = r"""
 import base64, importlib.util, json, os, sys
 req = json.load(sys.stdin)
@@ -57,6 +57,11 @@ try:
     alive = mod.pid_alive(state.get("pid"), "launcher.py") or mod.group_alive(state.get("pgid"))
 except Exception:
     pass
+try:
+    with open(os.path.join(d, "job.json")) as f:
+        job = json.load(f)  # its attempts: the host-side supervisor appends them as it retries
+except (OSError, ValueError):
+    job = None
 files = {}
 for name, offset in req["files"].items():
     path = os.path.join(d, name)
@@ -70,7 +75,7 @@ for name, offset in req["files"].items():
     except OSError:
         size, data = 0, b""
     files[name] = {"size": size, "offset": offset, "data": base64.b64encode(data).decode()}
-print(json.dumps({"state": state, "alive": alive, "files": files}))
+print(json.dumps({"state": state, "alive": alive, "job": job, "files": files}))
 """
 
 T = TypeVar("T")
@@ -83,6 +88,7 @@ class PollResult:
     alive: bool | None
     chunks: dict[str, bytes] = field(default_factory=dict)
     restarted: set[str] = field(default_factory=set)  # files that shrank (rewritten): read from 0
+    job: dict[str, Any] | None = None  # job.json as the host has it now (attempts grow during the run)
 
 
 def poll(remote: Remote, paths: JobPaths, offsets: dict[str, int]) -> PollResult:
@@ -93,7 +99,7 @@ def poll(remote: Remote, paths: JobPaths, offsets: dict[str, int]) -> PollResult
     state = StateRecord.from_dict(answer["state"])
     if answer["alive"] is not None:
         state = launch.reconcile(state, answer["alive"])
-    out = PollResult(state, answer["alive"])
+    out = PollResult(state, answer["alive"], job=answer.get("job"))
     for name, item in answer["files"].items():
         data = base64.b64decode(item["data"])
         if item["offset"] != offsets[name]:

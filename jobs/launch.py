@@ -26,25 +26,31 @@ def launcher_source() -> str:
     return resources.files("jobs.remote").joinpath("launcher.py").read_text()
 
 
-def launcher_argv(paths: JobPaths, venv: str, allow_shared: bool = False) -> list[str]:
-    """The launcher's own command line (what runs inside the detached login shell)."""
+def launcher_argv(
+    paths: JobPaths, venv: str, allow_shared: bool = False, *, resume: bool = False
+) -> list[str]:
+    """The launcher's own command line (what runs inside the detached login shell).
+
+    resume: a new attempt from the newest complete checkpoint (`radeonlab resume`).
+    """
     argv = [str(LAUNCH_DEFAULTS["host_python"]), str(paths.launcher), "run", str(paths.root), "--venv", venv]
-    return [*argv, "--allow-shared"] if allow_shared else argv
+    argv += ["--allow-shared"] if allow_shared else []
+    return [*argv, "--resume"] if resume else argv
 
 
-def start_shell(paths: JobPaths, venv: str, allow_shared: bool = False) -> str:
+def start_shell(paths: JobPaths, venv: str, allow_shared: bool = False, *, resume: bool = False) -> str:
     """`setsid nohup bash -lc '<argv>' >/dev/null 2>&1 </dev/null &`.
 
     setsid + nohup: the job outlives the SSH session; bash -l: the profile.d environment (ROCm, overrides).
     Every word is quoted with shlex, and the whole inner command once more for `bash -lc`.
     """
-    inner = shlex.join(launcher_argv(paths, venv, allow_shared))
+    inner = shlex.join(launcher_argv(paths, venv, allow_shared, resume=resume))
     return f"setsid nohup bash -lc {shlex.quote(inner)} >/dev/null 2>&1 </dev/null &"
 
 
-def start_argv(paths: JobPaths, venv: str, allow_shared: bool = False) -> list[str]:
+def start_argv(paths: JobPaths, venv: str, allow_shared: bool = False, *, resume: bool = False) -> list[str]:
     """The detached start as an argv for Remote.run (a `sh -c` around start_shell)."""
-    return ["sh", "-c", start_shell(paths, venv, allow_shared)]
+    return ["sh", "-c", start_shell(paths, venv, allow_shared, resume=resume)]
 
 
 def cancel_argv(paths: JobPaths, grace_s: float | None = None) -> list[str]:
@@ -89,9 +95,11 @@ def parse_state_output(stdout: str) -> tuple[StateRecord, bool | None]:
 def reconcile(state: StateRecord, pid_alive: bool, ended_at: str | None = None) -> StateRecord:
     """What a job really is: one that says running but has no live process died without recording it.
 
-    That happens when the host rebooted or the launcher was killed (SIGKILL leaves no chance to write).
+    That happens when the host rebooted or the launcher was killed (SIGKILL leaves no chance to write). A
+    queued job that names its launcher (pid) is waiting in that process: gone, it waits for nothing.
     """
-    if state.state is JobState.RUNNING and not pid_alive:
+    waiting = state.state is JobState.QUEUED and state.pid is not None
+    if (state.state is JobState.RUNNING or waiting) and not pid_alive:
         fields = {**asdict(state), "state": JobState.FAILED, "reason": GONE_REASON}
         fields["ended_at"] = state.ended_at or ended_at
         return StateRecord(**fields)

@@ -21,6 +21,8 @@ JOB_FILES: dict[str, str] = {
     "env_secret": "env.secret",
     "cancel_marker": "cancel.requested",
     "launcher": "launcher.py",
+    "config_json": "config.json",  # the first attempt's config as JSON: the host has no YAML parser
+    "host_code": "host",  # the supervisor and the pure modules it imports (jobs/hostbundle.py)
     "data": "data",
     "model": "model",
     "output": "output",
@@ -59,13 +61,43 @@ def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class Attempt:
-    """One run of a job: the first, or a retry (e.g. a remedy resuming from a checkpoint)."""
+    """One run of a job: the first, or a retry (e.g. a remedy resuming from a checkpoint).
+
+    overrides: the keys this attempt set (new values; the config run = the first attempt's config with every
+    attempt's overrides applied in order); changes: the same keys as key -> [old, new]; cause: why it was
+    made ("NaN at step 3"); the rest is filled in by the host-side supervisor when the attempt ends.
+    """
 
     n: int
     created_at: str
     overrides: dict[str, Any] = field(default_factory=dict)
     resume_from_checkpoint: str | None = None
     note: str = ""
+    changes: dict[str, list[Any]] = field(default_factory=dict)
+    cause: str = ""
+    state: str = ""  # running | succeeded | failed | stopped (NaN) | cancelled
+    exit_code: int | None = None
+    ended_at: str | None = None
+    reason: str | None = None
+    first_step: int | None = None  # the first and last step this attempt logged
+    last_step: int | None = None
+
+
+def attempt_line(attempt: Attempt) -> str:
+    """One line for status: "attempt 2: flash_attn auto -> disabled (NaN at step 3), fresh start"."""
+    changed = ", ".join(f"{k} {old} -> {new}" for k, (old, new) in attempt.changes.items())
+    if not changed:
+        changed = "first run" if attempt.n == 1 and not attempt.cause else "nothing changed"
+    text = f"attempt {attempt.n}: {changed}" + (f" ({attempt.cause})" if attempt.cause else "")
+    if attempt.resume_from_checkpoint:
+        text += f", from {attempt.resume_from_checkpoint.rstrip('/').rsplit('/', 1)[-1]}"
+    elif attempt.n > 1:
+        text += ", fresh start"
+    if attempt.state and attempt.state != "running":
+        text += f": {attempt.state}"
+        if attempt.reason and attempt.state != "succeeded":
+            text += f" - {attempt.reason}"
+    return text
 
 
 @dataclass
@@ -80,6 +112,13 @@ class JobRecord:
     gpus: list[int] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)  # non-secret env from the spec
     attempts: list[Attempt] = field(default_factory=list)
+    remedies: dict[str, dict[str, Any]] = field(
+        default_factory=dict
+    )  # {nan: {enabled, steps}}, from the spec
+    limits: dict[str, float] = field(default_factory=dict)  # spec limits, e.g. {"address_space_gb": 4}
+    vram_total: int | None = None  # the job's card, from the host record (named in OOM reports)
+    result: dict[str, Any] = field(default_factory=dict)  # which attempt and settings made the adapter
+    report: str = ""  # the supervisor's give-up report when no remedy was left
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""

@@ -27,12 +27,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobs import lf_args
 from jobs.health import Diagnosis, Kind
 from jobs.record import Attempt as AttemptRecord
-from jobs.spec import Remedy
+
+if TYPE_CHECKING:  # jobs.spec needs jinja2/yaml: the host-side supervisor passes look-alikes (enabled, steps)
+    from jobs.spec import Remedy
 
 # The values the steps move to, and the limits: the one place they are set.
 SETTINGS: dict[str, Any] = {
@@ -356,9 +358,9 @@ def next_attempt(
     ladder = LADDER_OF[diagnosis.kind]
     current = effective_config(config, history)
     steps = ladder_steps(diagnosis.kind, spec_remedies)
-    remedy = spec_remedies.get(ladder, Remedy())
+    remedy = spec_remedies.get(ladder)
     reason = ""
-    if not remedy.enabled:
+    if remedy is not None and not remedy.enabled:
         reason = f"the spec turns the {ladder} remedy off"
     elif len(history) >= SETTINGS["max_attempts"]:
         reason = f"{len(history)} attempts (the limit is {SETTINGS['max_attempts']})"

@@ -82,8 +82,12 @@ def submit(
     allow_shared: bool = False,
     say: Say = print,
     progress_bar: ProgressBar = no_progress,
+    nodes: int | None = None,
+    strict: bool = False,
 ) -> SubmitResult:
-    """Check, place, upload and launch the job described by `spec_path`; returns once it has started."""
+    """Check, place, upload and launch the job described by `spec_path`; returns once it has started.
+
+    nodes (default: the spec's radeonlab.nodes) > 1: one job across that many hosts (jobs/multinode.py)."""
     # 1. the spec and its checks: refuse before anything is uploaded
     spec = spec_module.load(spec_path)
     problems = checks.check_spec(spec)
@@ -93,8 +97,17 @@ def submit(
             f"{spec_path}: {len(errors)} error(s) (see `radeonlab check {spec_path}`); nothing uploaded",
             problems,
         )
-    # 2. the host
-    target = pick_host(load_inventory(inventory), host or spec.radeonlab.host, spec.radeonlab.placement)
+    # 2. the host(s)
+    targets = load_inventory(inventory)
+    if (nodes or spec.radeonlab.nodes) > 1:
+        from jobs import multinode
+
+        count = nodes or spec.radeonlab.nodes
+        return multinode.submit_nodes(
+            spec, spec_path, inventory, targets, host or spec.radeonlab.host, count,
+            allow_shared=allow_shared, say=say, progress_bar=progress_bar,
+        )  # fmt: skip
+    target = choose_host(targets, host or spec.radeonlab.host, spec, say)
     with connect(target) as remote:
         # 3. its host record: provisioned? which card, which venv, where jobs live
         record = read_host_record(remote, str(inventory))
@@ -113,6 +126,7 @@ def submit(
         )
         gpus = [g["index"] for g in pick_gpus(record, None)]
         say(f"{job_id}: {target.name}, {rendered.notes[0]}")
+        preflight_check(rendered, record, model_dir, strict, say)  # --strict: refused before any upload
         # 5. upload: datasets, then the model folder (content-addressed: unchanged data is not sent again)
         store_dir = blobs_dir(record)
         with progress_bar("datasets") as bar:
@@ -140,12 +154,14 @@ def submit(
             gpus=gpus,
             env=dict(spec.radeonlab.env),
             attempts=[Attempt(n=1, created_at=created)],
+            **supervision_fields(spec, record),
         )
         remote.write_text_atomic(str(paths.config), rendered.yaml_text)
         remote.write_text_atomic(
             posixpath.join(str(paths.data), "dataset_info.json"), rendered.dataset_info_text
         )
         remote.write_text_atomic(str(paths.launcher), launch.launcher_source())
+        write_supervisor_files(remote, paths, rendered)
         remote.write_text_atomic(str(paths.job), json.dumps(job.to_dict(), indent=1) + "\n")
         remote.run(launch.start_argv(paths, record["venv"], allow_shared))
         state = wait_started(remote, paths)
@@ -178,23 +194,26 @@ def pick_host(targets: dict[str, HostTarget], wanted: str | None, placement: Any
     )
 
 
+def choose_host(
+    targets: dict[str, HostTarget], wanted: str | None, spec: spec_module.Spec, say: Say
+) -> HostTarget:
+    """--host (or the spec's radeonlab.host); else placement's best host (jobs/placement.py), printing
+    one line per host (accepted/rejected and why)."""
+    from jobs import placement
+
+    if wanted:
+        return get_host(targets, wanted)
+    return placement.place(targets, placement.needs_of(spec), 1, say=say)[0]
+
+
 def check_placement(spec: spec_module.Spec, record: dict[str, Any]) -> None:
-    """The spec's placement (min VRAM, GPU family) against the card the job would get."""
-    placement = spec.radeonlab.placement
-    cards = pick_gpus(record, None)
-    if not cards:
-        return
-    card = cards[0]
-    if placement.min_vram_gb and (card.get("vram_total") or 0) < placement.min_vram_gb * GIB:
-        raise RadeonlabError(
-            f"{record['host']}: {card.get('name')} has {card.get('vram_total', 0) / GIB:.0f} GiB VRAM, "
-            f"the spec's placement needs {placement.min_vram_gb} GiB"
-        )
-    if placement.gfx_family and not str(card.get("gfx", "")).startswith(placement.gfx_family):
-        raise RadeonlabError(
-            f"{record['host']}: {card.get('name')} is {card.get('gfx')}, "
-            f"the spec's placement needs {placement.gfx_family}"
-        )
+    """The spec's placement wishes (gfx family, min VRAM, forced bf16) against the card the job would get
+    (the same rules as placement, for a host named with --host)."""
+    from jobs import placement
+
+    problems = placement.card_problems(placement.needs_of(spec), pick_gpus(record, None))
+    if problems:
+        raise RadeonlabError(f"{record['host']}: {'; '.join(problems)}")
 
 
 def _local_dataset_info(spec: spec_module.Spec) -> dict[str, Any] | None:
@@ -237,10 +256,47 @@ def wait_started(remote: Remote, paths: JobPaths) -> StateRecord:
         result = remote.run(launch.status_argv(paths), check=False)
         if result.ok and result.stdout.strip():
             state, _alive = launch.parse_state_output(result.stdout)
-            if state.state is not JobState.QUEUED:
+            if state.state is not JobState.QUEUED or state.pid is not None:  # queued with a pid: in line
                 return state
         time.sleep(SUBMIT["start_poll_s"])
     return state
+
+
+# ----------------------------------------------------------------- training health and the host-side queue
+
+
+def preflight_check(
+    rendered: Rendered, record: dict[str, Any], model_dir: str | None, strict: bool, say: Say
+) -> None:
+    """The VRAM estimate against the job's card (jobs/preflight.py): a note, a warning, or with --strict a
+    refusal."""
+    from jobs import preflight
+
+    cards = pick_gpus(record, None)
+    result = preflight.check(model_dir, rendered.config, cards[0] if cards else None)
+    say(("warning: " if result.fits is False else "") + result.message)
+    preflight.enforce(result, strict, str(record.get("host")))
+
+
+def supervision_fields(spec: spec_module.Spec, record: dict[str, Any]) -> dict[str, Any]:
+    """job.json fields the host-side supervisor reads: the spec's remedy switches and limits, the card's
+    VRAM."""
+    cards = pick_gpus(record, None)
+    remedies = spec.radeonlab.remedies
+    return {
+        "remedies": {n: {"enabled": r.enabled, "steps": list(r.steps)} for n, r in remedies.items()},
+        "limits": dict(spec.radeonlab.limits),
+        "vram_total": cards[0].get("vram_total") if cards else None,
+    }
+
+
+def write_supervisor_files(remote: Remote, paths: JobPaths, rendered: Rendered) -> None:
+    """config.json (the first attempt's config: the host has no YAML parser) and the supervisor's code."""
+    from jobs import hostbundle
+
+    remote.write_text_atomic(str(paths.config_json), json.dumps(rendered.config, indent=1) + "\n")
+    argv, stdin_text = hostbundle.install_request(paths)
+    remote.run(argv, stdin_text=stdin_text)
 
 
 @contextlib.contextmanager
@@ -258,7 +314,7 @@ def open_job(job_id: str, inventory: str | Path, host: str | None = None) -> Ite
         try:
             record = read_host_record(remote, str(inventory))
             found = hostjobs.read_jobs(remote, record["jobs_dir"], [job_id])
-            if not found:
+            if not found or not _is_rank_zero(found[0]):  # a multi-node job is read from its rank 0
                 remote.close()
                 continue
             session = JobSession(
@@ -276,6 +332,12 @@ def open_job(job_id: str, inventory: str | Path, host: str | None = None) -> Ite
     where = ", ".join(t.name for t in candidates)
     gone = f"; unreachable: {'; '.join(unreachable)}" if unreachable else ""
     raise hostjobs.JobNotFoundError(f"no job {job_id} on {where}{gone}")
+
+
+def _is_rank_zero(job: hostjobs.HostJobState) -> bool:
+    from jobs.multinode import is_rank_zero
+
+    return is_rank_zero(job.host_job.job)
 
 
 @dataclass

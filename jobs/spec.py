@@ -14,6 +14,9 @@
       remedies: {nan: on, oom: [halve_batch, halve_cutoff]}   # on | off | a list of steps to try in order
       nodes: 1
       env: {HF_HUB_OFFLINE: "1"}         # extra environment for the training process
+      limits: {address_space_gb: 24}     # RLIMIT_AS (ulimit -v) of the training process: a runaway job
+                                         # fails with an allocation error (and the OOM remedy) instead of
+                                         # driving the host into swap or the kernel OOM killer
 
 Values may use Jinja2 (`{{ env.USER }}`, `{{ spec_dir }}`), rendered in a sandbox with StrictUndefined before
 the YAML is parsed. YAML is read the way LLaMA-Factory reads it (OmegaConf's loader: `1e-4` is a float, no
@@ -39,6 +42,7 @@ DEFAULT_DATASET_DIR = "data"
 REMOTE_DATASET_DIR_PREFIX = "REMOTE:"
 ONLINE_DATASET_DIR = "ONLINE"
 REMEDY_NAMES = ("nan", "oom")
+LIMIT_NAMES = ("address_space_gb",)
 
 
 class SpecError(Exception):
@@ -101,6 +105,7 @@ class RadeonlabBlock:
     remedies: dict[str, Remedy] = field(default_factory=lambda: {n: Remedy() for n in REMEDY_NAMES})
     nodes: int = 1
     env: dict[str, str] = field(default_factory=dict)
+    limits: dict[str, float] = field(default_factory=dict)  # LIMIT_NAMES -> positive number
 
 
 @dataclass
@@ -274,7 +279,7 @@ def load(path: str | os.PathLike[str]) -> Spec:
 
 # ------------------------------------------------------------------------------------------ radeonlab block
 
-_BLOCK_FIELDS = ("datasets", "files", "host", "placement", "remedies", "nodes", "env")
+_BLOCK_FIELDS = ("datasets", "files", "host", "placement", "remedies", "nodes", "env", "limits")
 _PLACEMENT_FIELDS = ("host_group", "gfx_family", "min_vram_gb")
 _DATASET_FIELDS = ("file", "name", "formatting", "ranking", "columns", "tags")
 
@@ -380,6 +385,19 @@ def _parse_block(raw: Any, lines: dict[str, int], problems: list[tuple[int, str]
                 bad(f"radeonlab.env.{name}", f"env {name} must be a plain value")
             else:
                 block.env[name] = _env_value(value)
+
+    limits = raw.get("limits") or {}
+    if not isinstance(limits, dict):
+        bad("radeonlab.limits", f"limits must be a mapping ({', '.join(LIMIT_NAMES)})")
+    else:
+        for name, value in limits.items():
+            where = f"radeonlab.limits.{name}"
+            if name not in LIMIT_NAMES:
+                bad(where, f"unknown limit {name!r} (known: {', '.join(LIMIT_NAMES)})")
+            elif isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                bad(where, f"limit {name} must be a positive number")
+            else:
+                block.limits[name] = float(value)
     return block
 
 

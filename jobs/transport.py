@@ -46,6 +46,9 @@ SETTINGS: dict[str, Any] = {
     "block_size": 1 << 20,  # bytes read from a local file per send / per receive call
     "remote_python": "python3",
     "partial_suffix": ".part",
+    # after a failed send: how long to wait for the host's exit status, which tells a receiver that stopped
+    # on its own (disk full: its reason is on stderr) from a lost connection (no status ever comes)
+    "exit_status_wait_s": 1.0,
 }
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -508,6 +511,12 @@ class Remote:
             tail = out.read()
             code = chan.recv_exit_status()
         except (OSError, EOFError, paramiko.SSHException) as exc:
+            # The host's receiver may have stopped on its own (disk full, permission): it then exits with
+            # its reason on stderr before closing; no exit status (-1: just closed) means the link broke.
+            if chan.status_event.wait(SETTINGS["exit_status_wait_s"]) and chan.exit_status != -1:
+                raise TransportError(
+                    self._remote_failure(chan, f"upload of {local} to {remote} failed after {sent} bytes")
+                ) from None
             raise TransportError(
                 f"{self.target.name}: connection lost uploading {local} after {sent} bytes "
                 f"({exc or 'closed'}); "

@@ -15,7 +15,7 @@ from typing import Any
 from jobs import metrics
 from jobs.follow import FOLLOW, TRAINER_LOG, Link, poll, readings
 from jobs.readings import GpuReading
-from jobs.record import JobPaths, StateRecord
+from jobs.record import Attempt, JobPaths, JobRecord, StateRecord
 
 
 @dataclass
@@ -31,6 +31,7 @@ class Snapshot:
     gpus: list[GpuReading] = field(default_factory=list)
     new_points: list[metrics.LogPoint] = field(default_factory=list)
     first_step_after_submit_s: float | None = None  # wall time from job creation to the first logged step
+    attempts: list[Attempt] = field(default_factory=list)  # job.json's attempts (remedies add more)
 
 
 def _seconds_since(created_at: str | None) -> float | None:
@@ -74,6 +75,7 @@ def watch(
                 gpus=gpus,
                 new_points=new,
                 first_step_after_submit_s=first_step,
+                attempts=JobRecord.from_dict(result.job).attempts if result.job else [],
             )
         )
         if result.state.state.is_finished() and len(result.chunks[TRAINER_LOG]) < FOLLOW["max_chunk_bytes"]:

@@ -77,7 +77,9 @@ def started() -> list[JobPaths]:
                     kill(target, signal.SIGKILL)
 
 
-def make_job(root: Path, job_id: str, gpus: list[int], env: dict[str, str]) -> JobPaths:
+def make_job(
+    root: Path, job_id: str, gpus: list[int], env: dict[str, str], created_at: str = "x"
+) -> JobPaths:
     """A job folder as `submit` leaves it: job.json, state.json (queued), config.yaml, launcher.py."""
     paths = JobPaths.for_job(str(root / "lab home" / "jobs"), job_id)
     Path(paths.root).mkdir(parents=True)
@@ -85,7 +87,7 @@ def make_job(root: Path, job_id: str, gpus: list[int], env: dict[str, str]) -> J
         "id": job_id,
         "name": "t",
         "spec_file": "s.yaml",
-        "created_at": "x",
+        "created_at": created_at,
         "host": "h",
         "gpus": gpus,
         "env": env,
@@ -221,10 +223,10 @@ def test_second_job_on_same_gpu_refused(tmp_path: Path, venv: Path, started) -> 
     wait_for(lambda: state_of(first)["state"] == "running")
     started.append(first)
     second = make_job(tmp_path, "b-20250101-000000-abcd", [0], {})
-    assert run_launcher(second, venv) == 75
+    assert run_launcher(second, venv, "--no-queue") == 75
     st = state_of(second)
     assert st["state"] == "failed" and "GPU 0 is in use by a-20250101-000000-abcd" in st["reason"]
-    assert run_launcher(second, venv, "--allow-shared") == 75  # shared cannot join an exclusive holder
+    assert run_launcher(second, venv, "--allow-shared", "--no-queue") == 75  # shared cannot join exclusive
     other_gpu = make_job(tmp_path, "c-20250101-000000-abcd", [1], {})
     assert run_launcher(other_gpu, venv) == 0
     probe = subprocess.run([sys.executable, *launch.status_argv(first)[1:]], capture_output=True, text=True)
@@ -233,6 +235,37 @@ def test_second_job_on_same_gpu_refused(tmp_path: Path, venv: Path, started) -> 
     probe = subprocess.run([sys.executable, *launch.status_argv(first)[1:]], capture_output=True, text=True)
     assert launch.parse_state_output(probe.stdout)[1] is False
     assert run_launcher(second, venv) == 0  # the lock is free again
+
+
+def test_busy_gpu_queues_fifo_by_submission_and_cancel_leaves_the_line(
+    tmp_path: Path, venv: Path, started
+) -> None:
+    first = make_job(tmp_path, "a-20250101-000000-abcd", [0], {"FAKE_SLEEP": "120"}, "2025-01-01T00:00:00Z")
+    subprocess.run(launch.start_argv(first, str(venv)), check=True, timeout=10)
+    wait_for(lambda: state_of(first)["state"] == "running")
+    started.append(first)
+    # launched in this order, but `early` was submitted first: it is first in line
+    late = make_job(tmp_path, "late-20250101-000000-abcd", [0], {"FAKE_SLEEP": "1"}, "2025-01-01T00:00:09Z")
+    early = make_job(tmp_path, "early-20250101-000000-abcd", [0], {"FAKE_SLEEP": "3"}, "2025-01-01T00:00:05Z")
+    gone = make_job(tmp_path, "gone-20250101-000000-abcd", [0], {}, "2025-01-01T00:00:07Z")
+    other_gpu = make_job(tmp_path, "g1-20250101-000000-abcd", [1], {}, "2025-01-01T00:00:08Z")
+    for paths in (late, early, gone):
+        subprocess.run(launch.start_argv(paths, str(venv)), check=True, timeout=10)
+        wait_for(lambda p=paths: state_of(p).get("pid") is not None)
+        started.append(paths)
+        assert state_of(paths)["state"] == "queued"
+    assert "GPU 0 is in use by a-20250101-000000-abcd" in state_of(early)["reason"]
+    assert run_launcher(other_gpu, venv) == 0  # another GPU has no line
+    out = subprocess.run(
+        [sys.executable, *launch.cancel_argv(gone, 0.5)[1:]], capture_output=True, timeout=30
+    )
+    assert launch.parse_state_output(out.stdout.decode())[0].state is JobState.CANCELLED
+    assert state_of(gone)["reason"] == "cancelled while queued" and not alive(state_of(gone)["pid"])
+    subprocess.run([sys.executable, *launch.cancel_argv(first, 0.5)[1:]], capture_output=True, timeout=30)
+    wait_for(lambda: state_of(early)["state"] == "running")
+    assert state_of(late)["state"] == "queued"  # behind `early`, though its launcher started first
+    wait_for(lambda: state_of(late)["state"] == "succeeded", timeout=30)
+    assert state_of(early)["state"] == "succeeded"
 
 
 def test_start_shell_round_trips_hostile_words() -> None:

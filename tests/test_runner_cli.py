@@ -131,7 +131,7 @@ def test_placement_refuses_a_card_with_too_little_vram(tmp_path: Path) -> None:
         "stage: sft\nradeonlab:\n  placement: {min_vram_gb: 24}\n", tmp_path / "s.yaml"
     )
     small = {"host": "ws9", "gpus": [{"index": 0, "name": "RX 6700 XT", "vram_total": 12 * 1024**3}]}
-    with pytest.raises(RadeonlabError, match="needs 24 GiB"):
+    with pytest.raises(RadeonlabError, match="min_vram_gb is 24 GB"):
         runner.check_placement(spec, small)
     runner.check_placement(spec, {"host": "ws9", "gpus": [{"index": 0, "vram_total": 24 * 1024**3}]})
 

@@ -19,6 +19,7 @@ VERBS: dict[str, str] = {
     "logs": "logs",
     "watch": "watch",
     "fetch": "fetch",
+    "resume": "resume",
 }
 
 

@@ -34,8 +34,18 @@ def json_option(f: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="print JSON instead of text")(f)
 
 
+def _job_id(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """Refuse what is not a job id before any SSH: it becomes a folder name on the host."""
+    from jobs.errors import RadeonlabError
+    from jobs.jobid import is_job_id
+
+    if not is_job_id(value):
+        raise RadeonlabError(f"not a radeonlab job id: {value!r} (ids look like demo-20250101-120000-ab12)")
+    return value
+
+
 def job_argument(f: F) -> F:
-    return click.argument("job_id", metavar="JOB")(f)
+    return click.argument("job_id", metavar="JOB", callback=_job_id)(f)
 
 
 def echo_json(data: Any) -> None:

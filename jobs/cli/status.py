@@ -25,6 +25,7 @@ def command(job_id: str, inventory: str, host: str | None, as_json: bool) -> Non
         reader.feed(result.chunks[TRAINER_LOG])
         prog = metrics.progress(reader.points)
         state = session.job.state
+        attempts = list(session.job.host_job.job.get("attempts") or [])
     if as_json:
         echo_json(
             {
@@ -35,6 +36,8 @@ def command(job_id: str, inventory: str, host: str | None, as_json: bool) -> Non
                 "step": prog.step if prog else None,
                 "total_steps": prog.total_steps if prog else None,
                 "loss": prog.loss if prog else None,
+                "attempts": attempts,
+                "result": session.job.host_job.job.get("result") or {},
             }
         )
         return
@@ -46,4 +49,15 @@ def command(job_id: str, inventory: str, host: str | None, as_json: bool) -> Non
     if prog:
         loss = f", loss {prog.loss:.4g}" if prog.loss is not None else ""
         click.echo(f"  step {prog.step}/{prog.total_steps or '?'}{loss}")
+    from jobs.record import JobRecord, attempt_line
+
+    record = JobRecord.from_dict(session.job.host_job.job)
+    for attempt in record.attempts if len(record.attempts) > 1 or record.result else []:
+        click.echo(f"  {attempt_line(attempt)}")
+    if record.result:
+        settings = record.result.get("settings") or {}
+        said = ", ".join(f"{k}={v}" for k, v in settings.items()) or "as submitted"
+        click.echo(f"  adapter from attempt {record.result.get('attempt')}: {said}")
+    if record.report:
+        click.echo("  " + record.report.replace("\n", "\n  "))
     click.echo(f"  folder: {session.paths.root}")

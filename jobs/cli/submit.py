@@ -15,9 +15,24 @@ from jobs.cli.options import echo_json, host_option, inventory_option, json_opti
 @host_option
 @click.option("--watch", "follow", is_flag=True, help="follow the job until it ends (as `radeonlab watch`)")
 @click.option("--allow-shared", is_flag=True, help="run even if another job holds the GPU")
+@click.option(
+    "--nodes",
+    type=click.IntRange(min=1),
+    default=None,
+    help="train across this many hosts (default: the spec's radeonlab.nodes, else 1); "
+    "with --host, name them all: --host ws1,ws2 (the first is rank 0)",
+)
+@click.option("--strict", is_flag=True, help="refuse when the VRAM estimate does not fit the card")
 @json_option
 def command(
-    spec: Path, inventory: str, host: str | None, follow: bool, allow_shared: bool, as_json: bool
+    spec: Path,
+    inventory: str,
+    host: str | None,
+    follow: bool,
+    allow_shared: bool,
+    nodes: int | None,
+    strict: bool,
+    as_json: bool,
 ) -> None:
     """Check SPEC, upload its data to a workstation and start the training there, detached."""
     from jobs import runner, sync
@@ -25,7 +40,16 @@ def command(
 
     bars = runner.no_progress if as_json else sync.rich_progress
     try:
-        result = runner.submit(spec, inventory, host, allow_shared=allow_shared, say=say, progress_bar=bars)
+        result = runner.submit(
+            spec,
+            inventory,
+            host,
+            allow_shared=allow_shared,
+            say=say,
+            progress_bar=bars,
+            nodes=nodes,
+            strict=strict,
+        )
     except ChecksFailedError as exc:
         for problem in exc.problems:
             click.echo(str(problem), err=True)

@@ -63,6 +63,10 @@ def view(snap):  # Snapshot -> rich renderable
         table.add_row("ETA", _duration(p.eta_s))
     else:
         table.add_row("step", "waiting for the first logged step")
+    from jobs.record import attempt_line
+
+    for attempt in snap.attempts[1:] if len(snap.attempts) > 1 else []:
+        table.add_row(f"attempt {attempt.n}", attempt_line(attempt).split(": ", 1)[1])
     for g in snap.gpus:
         table.add_row(f"GPU {g.index}", gpu_text(g))
     if snap.warning:
@@ -90,6 +94,7 @@ def watch_job(job_id: str, inventory: str, host: str | None) -> int:
     console = Console(stderr=False)
     warned = False
     announced_first = False
+    shown: dict[int, str] = {}  # attempt n -> the line last printed for it
 
     with open_job(job_id, inventory, host) as session:
         link = Link(session.target, session.remote, say)
@@ -98,6 +103,13 @@ def watch_job(job_id: str, inventory: str, host: str | None) -> int:
 
         def lines(snap) -> None:
             nonlocal warned, announced_first
+            from jobs.record import attempt_line
+
+            for attempt in snap.attempts:  # a remedy's new attempt, or how the last one ended
+                line = attempt_line(attempt)
+                if (attempt.n > 1 or attempt.state not in ("", "running")) and shown.get(attempt.n) != line:
+                    shown[attempt.n] = line
+                    click.echo(line)
             if snap.first_step_after_submit_s is not None and not announced_first:
                 announced_first = True
                 click.echo(f"first logged step {snap.first_step_after_submit_s:.0f}s after submit")

@@ -6,12 +6,17 @@ venv), uploaded into the job folder by `radeonlab submit`, started detached with
 `setsid nohup bash -lc 'python3 <job>/launcher.py run <job> --venv <venv>' ...` so it outlives the SSH
 session and sees the profile.d environment (ROCm paths, HSA overrides).
 
-  launcher.py run JOB_DIR --venv VENV [--allow-shared] [--locks-dir DIR]
+  launcher.py run JOB_DIR --venv VENV [--allow-shared] [--locks-dir DIR] [--no-queue] [--resume]
   launcher.py cancel JOB_DIR [--grace SECONDS]
   launcher.py status JOB_DIR        (prints state.json plus whether the job's processes are alive)
 
 state.json is written atomically (tmp + rename) and only by this script: by `run` at start and end, and by
 `cancel` only when no launcher is left to do it. Layout and fields: CONTRACTS.md "Jobs on the host".
+
+A job whose GPU is busy waits in line here (state `queued`, FIFO per GPU by submission time): the waiting
+process is this detached launcher, so the queue needs no laptop. Once it holds the GPU, the supervisor shipped
+in <job>/host (jobs/remote/supervisor.py: health checks, remedies, attempts) runs the training; this file's
+top level stays stdlib-only because the laptop's probes load it to ask whether a job's processes live.
 """
 
 from __future__ import annotations
@@ -34,7 +39,11 @@ JOB_JSON, STATE_JSON, CONFIG, TRAIN_LOG = "job.json", "state.json", "config.yaml
 ENV_SECRET, CANCEL_MARKER, LAUNCHER_LOG = "env.secret", "cancel.requested", "launcher.log"
 ADAPTER_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 CACHE_ENV = {"HF_HOME": "cache/hf", "HF_DATASETS_CACHE": "cache/hf/datasets", "MPLCONFIGDIR": "cache/mpl"}
-EXIT_LOCKED = 75  # EX_TEMPFAIL: the GPU is busy, try again later
+EXIT_LOCKED = 75  # EX_TEMPFAIL: the GPU is busy, try again later (only with --no-queue)
+QUEUE_POLL_S = 1.0  # how often a queued job looks whether it is first in line and its GPU is free
+HOST_CODE = "host"  # <job>/host: the supervisor and the pure modules it imports (jobs/hostbundle.py)
+CANCELLED_WAITING = "cancelled while queued"
+NO_ADAPTER = "exit 0 but no adapter ({}) in output/".format(" or ".join(ADAPTER_FILES))
 LOG_TAIL_BYTES = 65536
 CANCEL_SETTLE_S = 5.0  # after the group is gone, how long cancel waits for the launcher's final write
 ERROR_LINE = re.compile(r"^\s*(?:[\w.]*(?:Error|Exception)\b|Traceback|error:|Killed\b)", re.IGNORECASE)
@@ -132,7 +141,7 @@ def take_locks(locks_dir: str, gpus: list, job_id: str, shared: bool) -> tuple[l
             for other in fds:
                 os.close(other)
             what = f"GPU {gpu}" if gpu != "cpu" else "the CPU slot"
-            return [], f"{what} is in use by {holder} (lock {path}); submit with --allow-shared to share it"
+            return [], f"{what} is in use by {holder} (lock {path})"
         if not shared:
             os.ftruncate(fd, 0)
             os.pwrite(fd, job_id.encode(), 0)
@@ -194,7 +203,114 @@ def log_reason(job_dir: str, exit_code: int) -> str:
     return f"exit {exit_code}: {lines[-1][:300] if lines else 'train.log is empty'}"
 
 
-def run(job_dir: str, venv: str, allow_shared: bool, locks_dir: str | None) -> int:
+def queue_ahead(job_dir: str, job: dict, gpus: list, queued_since: float) -> list:
+    """Ids of live queued jobs that want one of our GPUs and were submitted before us (FIFO per GPU).
+
+    Order: job.json created_at, then when each launcher started waiting, then the id. Only live launchers
+    count: a queued job whose launcher died (host rebooted) holds no place in the line.
+    """
+    mine = set(gpus or ["cpu"])
+    me = (job.get("created_at") or "", queued_since, os.path.basename(job_dir))
+    jobs_dir = os.path.dirname(job_dir)
+    ahead = []
+    for name in os.listdir(jobs_dir):
+        other_dir = os.path.join(jobs_dir, name)
+        if other_dir == job_dir:
+            continue
+        state = read_json(os.path.join(other_dir, STATE_JSON))
+        if state.get("state") != "queued" or not pid_alive(state.get("pid"), "launcher.py"):
+            continue
+        other = read_json(os.path.join(other_dir, JOB_JSON))
+        if not mine & set(other.get("gpus") or ["cpu"]):
+            continue
+        key = (other.get("created_at") or "", float(state.get("queued_since") or 0), name)
+        if key < me:
+            ahead.append(name)
+    return ahead
+
+
+def wait_for_gpus(
+    job_dir: str, job: dict, locks_dir: str, shared: bool, queue: bool, started: str
+) -> tuple[list, str | None]:
+    """Take the job's GPU locks, waiting in line (state `queued`) while another job holds them.
+
+    The waiting process is this detached launcher itself: the line lives on the host and needs no laptop.
+    Returns (lock fds, None), or ([], reason) when refused (queue off) or cancelled while waiting.
+    """
+    gpus = job.get("gpus") or []
+    job_id = job.get("id") or os.path.basename(job_dir)
+    since = time.time()
+    fds, refusal = take_locks(locks_dir, gpus, job_id, shared)
+    if not refusal or not queue:
+        return fds, refusal
+    state_path = os.path.join(job_dir, STATE_JSON)
+    said = None
+    while True:
+        if os.path.exists(os.path.join(job_dir, CANCEL_MARKER)):
+            return [], CANCELLED_WAITING
+        ahead = queue_ahead(job_dir, job, gpus, since)
+        if not ahead:
+            fds, refusal = take_locks(locks_dir, gpus, job_id, shared)
+            if not refusal:
+                return fds, None
+        what = refusal.split(" (lock ")[0] if refusal else "the GPU is busy"
+        reason = f"waiting: {what}" + (f"; {len(ahead)} job(s) ahead in line" if ahead else "")
+        if reason != said:  # written when it changes, so readers see who holds the GPU
+            state = state_dict("queued", pid=os.getpid(), started_at=started, reason=reason)
+            state["queued_since"] = since
+            write_json_atomic(state_path, state)
+            said = reason
+        time.sleep(QUEUE_POLL_S)
+
+
+def start_child(job_dir: str, argv: list, env: dict, lock_fds: list, limits: dict) -> subprocess.Popen:
+    """Start llamafactory-cli in its own session (cancel kills its whole group), output appended to train.log.
+
+    The lock fds are inherited so the GPU stays locked while any of its processes lives. limits:
+    address_space_gb -> RLIMIT_AS (what `ulimit -v` sets) of the training process only.
+    """
+    address_space = limits.get("address_space_gb")
+
+    def limit() -> None:
+        if address_space:
+            import resource
+
+            n = int(float(address_space) * 2**30)
+            resource.setrlimit(resource.RLIMIT_AS, (n, n))
+
+    with open(os.path.join(job_dir, TRAIN_LOG), "ab") as log:
+        return subprocess.Popen(
+            argv,
+            cwd=job_dir,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            pass_fds=lock_fds,
+            preexec_fn=limit if address_space else None,
+        )
+
+
+def load_supervisor(job_dir: str):  # -> module | None
+    """The supervisor (attempts, health, remedies) shipped in <job>/host; None when the job has none."""
+    code = os.path.join(job_dir, HOST_CODE)
+    if not os.path.isfile(os.path.join(code, "jobs", "remote", "supervisor.py")):
+        return None
+    sys.path.insert(0, code)
+    from jobs.remote import supervisor  # noqa: PLC0415 - shipped beside the job, found only at run time
+
+    return supervisor
+
+
+def run(
+    job_dir: str,
+    venv: str,
+    allow_shared: bool,
+    locks_dir: str | None,
+    queue: bool = True,
+    resume: bool = False,
+) -> int:
     job_dir = os.path.abspath(job_dir)
     state_path = os.path.join(job_dir, STATE_JSON)
     # our own output (tracebacks of this script) goes to launcher.log: the start command discards stdio
@@ -203,10 +319,9 @@ def run(job_dir: str, venv: str, allow_shared: bool, locks_dir: str | None) -> i
     os.dup2(log_fd, 2)
     job = read_json(os.path.join(job_dir, JOB_JSON))
     job_id = job.get("id") or os.path.basename(job_dir)
-    gpus = job.get("gpus")
-    if gpus is None and isinstance(job.get("gpu"), int):
-        gpus = [job["gpu"]]
-        job["gpus"] = gpus
+    job["id"] = job_id
+    if job.get("gpus") is None and isinstance(job.get("gpu"), int):
+        job["gpus"] = [job["gpu"]]
     started = now()
 
     def finish(state: str, exit_code: int | None, reason: str | None, **extra: object) -> int:
@@ -224,57 +339,71 @@ def run(job_dir: str, venv: str, allow_shared: bool, locks_dir: str | None) -> i
         )
         return 0 if state == "succeeded" else (EXIT_LOCKED if exit_code == EXIT_LOCKED else 1)
 
+    if resume:  # `radeonlab resume` of a cancelled job: the old request is done with
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(job_dir, CANCEL_MARKER))
     if os.path.exists(os.path.join(job_dir, CANCEL_MARKER)):
         return finish("cancelled", None, "cancelled before it started")
     locks_dir = locks_dir or os.path.join(os.path.dirname(os.path.dirname(job_dir)), "locks")
-    lock_fds, refusal = take_locks(locks_dir, gpus or [], job_id, allow_shared)
+    lock_fds, refusal = wait_for_gpus(job_dir, job, locks_dir, allow_shared, queue, started)
+    if refusal == CANCELLED_WAITING:
+        return finish("cancelled", None, refusal)
     if refusal:
-        return finish("failed", EXIT_LOCKED, refusal)
+        return finish("failed", EXIT_LOCKED, refusal + "; submit with --allow-shared to share it")
     secrets, problem = read_secrets(job_dir)
     if problem:
         return finish("failed", None, problem)
     argv = [os.path.join(venv, "bin", "llamafactory-cli"), "train", os.path.join(job_dir, CONFIG)]
-    with open(os.path.join(job_dir, TRAIN_LOG), "ab") as log:
-        try:
-            # own session = own process group: cancel kills trainer + dataloader workers together.
-            # The lock fds are inherited so the GPU stays locked while any of them lives.
-            child = subprocess.Popen(
-                argv,
-                cwd=job_dir,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=child_env(job_dir, job, secrets),
-                start_new_session=True,
-                pass_fds=lock_fds,
-            )
-        except OSError as e:
-            return finish("failed", None, f"cannot start {argv[0]}: {e}")
+    env = child_env(job_dir, job, secrets)
     secrets.clear()
+    supervisor = load_supervisor(job_dir)
+    if supervisor is not None:
+        return supervisor.supervise(sys.modules[__name__], job_dir, argv, env, lock_fds, started, resume)
+    return run_once(job_dir, argv, env, lock_fds, job.get("limits") or {}, finish, started)
+
+
+def run_once(job_dir: str, argv: list, env: dict, lock_fds: list, limits: dict, finish, started: str) -> int:
+    """One attempt without supervision (a job folder without the shipped supervisor)."""
+    state_path = os.path.join(job_dir, STATE_JSON)
+    try:
+        child = start_child(job_dir, argv, env, lock_fds, limits)
+    except OSError as e:
+        return finish("failed", None, f"cannot start {argv[0]}: {e}")
+    env.clear()
     ids = {"child_pid": child.pid, "pgid": child.pid}
     write_json_atomic(state_path, state_dict("running", pid=os.getpid(), started_at=started, **ids))
-
-    def forward(signum: int, _frame: object) -> None:
-        # someone stopped the launcher itself: take the training down with it, then record the end
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, signum)
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
+    forward_signals_to(child)
     if os.path.exists(os.path.join(job_dir, CANCEL_MARKER)):
-        forward(signal.SIGTERM, None)  # cancel arrived while we were starting and had no pgid to kill
+        stop_group(child.pid, signal.SIGTERM)  # cancel arrived while we were starting and had no pgid
     code = child.wait()
     exit_code = 128 - code if code < 0 else code
     if os.path.exists(os.path.join(job_dir, CANCEL_MARKER)):
         return finish("cancelled", exit_code, "cancelled by user", **ids)
     if code != 0:
         return finish("failed", exit_code, log_reason(job_dir, exit_code), **ids)
-    output = os.path.join(job_dir, "output")
-    if not any(os.path.exists(os.path.join(output, name)) for name in ADAPTER_FILES):
-        return finish(
-            "failed", 0, "exit 0 but no adapter ({}) in output/".format(" or ".join(ADAPTER_FILES)), **ids
-        )
+    if not has_adapter(job_dir):
+        return finish("failed", 0, NO_ADAPTER, **ids)
     return finish("succeeded", 0, None, **ids)
+
+
+def has_adapter(job_dir: str) -> bool:
+    output = os.path.join(job_dir, "output")
+    return any(os.path.exists(os.path.join(output, name)) for name in ADAPTER_FILES)
+
+
+def stop_group(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signum)
+
+
+def forward_signals_to(child: subprocess.Popen) -> None:
+    """Someone stopped the launcher itself: take the training down with it, then record the end."""
+
+    def forward(signum: int, _frame: object) -> None:
+        stop_group(child.pid, signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
 
 
 def cancel(job_dir: str, grace: float) -> int:
@@ -333,6 +462,8 @@ def main(argv: list | None = None) -> int:
     p_run.add_argument("--venv", required=True)
     p_run.add_argument("--allow-shared", action="store_true")
     p_run.add_argument("--locks-dir")
+    p_run.add_argument("--no-queue", action="store_true", help="refuse (exit 75), do not wait")
+    p_run.add_argument("--resume", action="store_true", help="a new attempt from the newest checkpoint")
     p_cancel = sub.add_parser("cancel")
     p_cancel.add_argument("job_dir")
     p_cancel.add_argument("--grace", type=float, default=10.0)
@@ -340,7 +471,7 @@ def main(argv: list | None = None) -> int:
     p_status.add_argument("job_dir")
     args = parser.parse_args(argv)
     if args.verb == "run":
-        return run(args.job_dir, args.venv, args.allow_shared, args.locks_dir)
+        return run(args.job_dir, args.venv, args.allow_shared, args.locks_dir, not args.no_queue, args.resume)
     if args.verb == "cancel":
         return cancel(args.job_dir, args.grace)
     return status(args.job_dir)

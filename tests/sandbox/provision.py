@@ -39,20 +39,27 @@ def sandbox_env(sandbox: Sandbox) -> dict[str, str]:
 def provision_host(
     sandbox: Sandbox, name: str, card: str | None = "rx7900xtx", *, quiet: bool = True
 ) -> Provisioned:
-    """Create host `name` with simulated `card` and provision it with deploy/setup.py (real SSH).
+    """Create host `name` with simulated `card` and provision it with deploy/setup.py (real SSH)."""
+    return provision_hosts(sandbox, {name: card}, quiet=quiet)[name]
 
-    The web server serving the apt repo and the wheel index lives only for the pyinfra run: jobs need
-    nothing from it afterwards.
+
+def provision_hosts(
+    sandbox: Sandbox, cards: dict[str, str | None], *, quiet: bool = True
+) -> dict[str, Provisioned]:
+    """Create the hosts (name -> simulated card) and provision them in ONE pyinfra run (hosts in parallel).
+
+    Hosts that already exist are reused (a re-run on a provisioned host is a cheap no-op). The web server
+    serving the apt repo and the wheel index lives only for the pyinfra run: jobs need nothing from it after.
     """
     repo = aptrepo.build_repo(sandbox.state_dir)
     index = wheels.build_wheel_index(sandbox.state_dir)
     with web.spawn(sandbox.www_dir) as server:
         sandbox.set_common_data(**repo.settings(server.url), **index.settings(server.url))
-        host = sandbox.hosts.get(name) or sandbox.create_host(name, card=card)
+        hosts = {n: sandbox.hosts.get(n) or sandbox.create_host(n, card=c) for n, c in cards.items()}
         pyinfra = str(Path(sys.executable).with_name("pyinfra"))
         start = time.monotonic()
         done = subprocess.run(
-            [pyinfra, "-y", "--limit", name, INVENTORY, DEPLOY],
+            [pyinfra, "-y", *(arg for n in cards for arg in ("--limit", n)), INVENTORY, DEPLOY],
             cwd=REPO,
             env=sandbox_env(sandbox),
             capture_output=quiet,
@@ -62,5 +69,5 @@ def provision_host(
         seconds = time.monotonic() - start
     if done.returncode != 0:
         tail = (done.stderr or "")[-3000:] if quiet else ""
-        raise SandboxError(f"provisioning {name} failed (exit {done.returncode}):\n{tail}")
-    return Provisioned(host, seconds)
+        raise SandboxError(f"provisioning {', '.join(cards)} failed (exit {done.returncode}):\n{tail}")
+    return {n: Provisioned(h, seconds) for n, h in hosts.items()}
