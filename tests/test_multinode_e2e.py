@@ -1,0 +1,175 @@
+"""A two-node LoRA job on TWO provisioned SIMULATED workstations (tests/sandbox), through the `radeonlab` CLI.
+
+Both hosts are provisioned once for the module by deploy/setup.py (real SSH; CPU torch stands in for ROCm
+torch, so the ranks talk gloo over loopback instead of RCCL over a LAN). Sandbox hosts share this machine's
+network namespace: the rendezvous port is picked free here and given to rank 0 as host data
+(radeonlab_master_port), exactly as a user would set it in an inventory.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from jobs.cli import main
+from jobs.metrics import parse_line
+from tests.sandbox import demodata, tinymodel
+from tests.sandbox.demo import write_spec
+from tests.sandbox.hosts import Sandbox, SandboxHost
+from tests.sandbox.provision import provision_hosts
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parent.parent
+INVENTORY = str(REPO / "inventories/sandbox.py")
+HOSTS = ("mn1", "mn2")
+JOBS_DIR = "/home/lab/radeonlab/jobs"
+STEPS = 40  # demo.yaml's own length: the loss falls clearly (llamafactory-cpu.md)
+TIMINGS: dict[str, float] = {}
+
+
+@dataclass
+class TwoNodes:
+    sandbox: Sandbox
+    hosts: dict[str, SandboxHost]
+    work: Path
+    spec: Path
+    env: dict[str, str]
+    port: int
+
+
+def free_port() -> int:
+    """A port nobody holds on any address: rank 0's torchrun binds its store on every interface."""
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def lab(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoNodes]:
+    hosts = {}
+    try:
+        provisioned = provision_hosts(sandbox, dict.fromkeys(HOSTS, "rx7900xtx"))  # one run, in parallel
+        TIMINGS["provision both"] = next(iter(provisioned.values())).seconds
+        hosts.update({name: p.host for name, p in provisioned.items()})
+        port = free_port()
+        hosts["mn1"].set_data(radeonlab_master_port=port)
+        for host in hosts.values():  # pin gloo to loopback, as a user pins it to the LAN interface
+            host.set_data(radeonlab_node_env={"GLOO_SOCKET_IFNAME": "lo"})
+        work = tmp_path_factory.mktemp("multinode")
+        spec = write_spec(work, {"max_steps": STEPS})
+        data = demodata.write_dataset(work / "data")
+        tinymodel.build_model(work / "tiny-llama", data)
+        env = {"RADEONLAB_SANDBOX_DIR": str(sandbox.state_dir), "RADEONLAB_HOME": str(work / "laptop")}
+        yield TwoNodes(sandbox, hosts, work, spec, env, port)
+    finally:
+        for name in hosts:
+            sandbox.destroy_host(name)
+        print("\n" + ", ".join(f"{k} {v:.1f}s" for k, v in TIMINGS.items()))
+
+
+def cli(lab: TwoNodes, *args: str):
+    return CliRunner().invoke(main, list(args), env=lab.env, catch_exceptions=False)
+
+
+def on_host(lab: TwoNodes, host: str, path: str) -> str:
+    return lab.hosts[host].exec(["cat", path]).stdout
+
+
+@pytest.fixture(scope="module")
+def job(lab: TwoNodes) -> dict:
+    t0 = time.monotonic()
+    submitted = cli(lab, "submit", str(lab.spec), "-i", INVENTORY, "--nodes", "2", "--host", "mn1,mn2")
+    TIMINGS["submit (2 nodes)"] = time.monotonic() - t0
+    assert submitted.exit_code == 0, submitted.output
+    job_id = re.search(r"submitted (\S+) to mn1", submitted.stdout).group(1)  # type: ignore[union-attr]
+    t1 = time.monotonic()
+    watched = cli(lab, "watch", job_id, "-i", INVENTORY)
+    TIMINGS["watch to end"] = time.monotonic() - t1
+    local = lab.work / "results"
+    fetched = cli(lab, "fetch", job_id, "-i", INVENTORY, "--to", str(local))
+    TIMINGS["submit to fetched"] = time.monotonic() - t0
+    return {"id": job_id, "submit": submitted, "watch": watched, "fetch": fetched, "local": local}
+
+
+def test_two_node_job_completes_and_its_loss_falls(lab: TwoNodes, job: dict) -> None:
+    watched = job["watch"]
+    assert watched.exit_code == 0, watched.output + on_host(lab, "mn2", f"{JOBS_DIR}/{job['id']}/train.log")
+    assert watched.stdout.strip().splitlines()[-1] == f"{job['id']}: succeeded"
+    log = (job["local"] / "output/trainer_log.jsonl").read_text().splitlines()
+    losses = [p.loss for p in map(parse_line, log) if p and p.loss is not None]
+    assert len(losses) == STEPS
+    assert sum(losses[-5:]) / 5 < 0.6 * sum(losses[:5]) / 5, losses
+
+
+def test_both_ranks_ran_one_distributed_job(lab: TwoNodes, job: dict) -> None:
+    folder = f"{JOBS_DIR}/{job['id']}"
+    for rank, host in enumerate(HOSTS):
+        record = json.loads(on_host(lab, host, f"{folder}/job.json"))
+        nodes = record["nodes"]
+        assert (nodes["rank"], nodes["world_size"], nodes["master"]) == (rank, 2, "mn1")
+        assert [p["host"] for p in nodes["peers"]] == list(HOSTS)
+        assert nodes["master_addr"] == lab.hosts["mn1"].address and nodes["master_port"] == lab.port
+        assert record["env"]["NODE_RANK"] == str(rank) and record["env"]["FORCE_TORCHRUN"] == "1"
+        assert json.loads(on_host(lab, host, f"{folder}/state.json"))["state"] == "succeeded"
+        train_log = on_host(lab, host, f"{folder}/train.log")
+        # LLaMA-Factory's own line per process: the two processes formed one world of two
+        assert f"Process rank: {rank}, world size: 2" in train_log, train_log[-3000:]
+        # each node keeps its own output (save_on_each_node): the adapter is on both disks
+        lab.hosts[host].exec(["test", "-s", f"{folder}/output/adapter_model.safetensors"])
+    # the same rendered config on both nodes (only the header comment names the host)
+    bodies = {
+        "".join(
+            ln for ln in on_host(lab, h, f"{folder}/config.yaml").splitlines(True) if not ln.startswith("#")
+        )
+        for h in HOSTS
+    }
+    assert len(bodies) == 1
+    body = bodies.pop()
+    assert "ddp_backend: gloo\n" in body and "save_on_each_node: true\n" in body
+
+
+def test_status_and_fetch_use_rank_zero(lab: TwoNodes, job: dict) -> None:
+    status = cli(lab, "status", job["id"], "-i", INVENTORY, "--json")
+    assert json.loads(status.stdout)["host"] == "mn1"
+    # rank 1's copy is not the job: asked on mn2 alone, it is not found there
+    status = cli(lab, "status", job["id"], "-i", INVENTORY, "--host", "mn2")
+    assert status.exit_code == 1
+    fetched = job["fetch"]
+    assert fetched.exit_code == 0, fetched.output
+
+
+def test_the_fetched_rank0_adapter_loads_and_was_trained(lab: TwoNodes, job: dict) -> None:
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(lab.work / "tiny-llama")
+    model = PeftModel.from_pretrained(base, job["local"] / "output")
+    lora_b = {n: p for n, p in model.named_parameters() if "lora_B" in n}
+    assert lora_b and all(torch.count_nonzero(p) > 0 for p in lora_b.values())
+
+
+def test_placement_on_real_hosts_says_why_each_is_rejected(lab: TwoNodes, job: dict) -> None:
+    spec = write_spec(lab.work / "big", {"max_steps": 1})
+    text = spec.read_text() + "radeonlab:\n  placement: {gfx_family: gfx120x}\n"
+    spec.write_text(text)
+    (lab.work / "big" / "tiny-llama").symlink_to(lab.work / "tiny-llama")
+    demodata.write_dataset(lab.work / "big" / "data")
+    t0 = time.monotonic()
+    refused = cli(lab, "submit", str(spec), "-i", INVENTORY)
+    TIMINGS["placement refusal"] = time.monotonic() - t0
+    assert refused.exit_code == 1
+    for host in HOSTS:
+        assert re.search(rf"placement: {host}: rejected: .*gfx1100.* is not gfx120x", refused.stderr), (
+            refused.stderr
+        )
+    assert "no host fits this job" in refused.stderr
