@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from jobs.hosts import load_inventory
+from jobs.hosts import HostTarget, load_inventory
 from jobs.transport import connect, sha256_file
 from tests.sandbox.hosts import Sandbox
 
@@ -32,6 +32,72 @@ def timed(action: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
+def scp_options(sbx: Sandbox, port: int) -> list[str]:
+    """Plain scp with the sandbox's key and known_hosts only (no ~/.ssh/config), strict host keys."""
+    return ["-F", "/dev/null", "-i", str(sbx.key), "-o", f"UserKnownHostsFile={sbx.known_hosts}",
+            "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-P", str(port)]  # fmt: skip
+
+
+def random_file(path: Path, size_mb: int) -> str:
+    """`size_mb` MB of random bytes at `path`; returns its sha256."""
+    with open(path, "wb") as f:
+        for _ in range(size_mb):
+            f.write(os.urandom(1_000_000))
+    return sha256_file(path)
+
+
+def measure(sbx: Sandbox, target: HostTarget, work: Path, size_mb: int, rounds: int) -> dict[str, object]:
+    """put/get of jobs.transport vs scp on `target`; MB/s medians (connect to close) and ratios to scp."""
+    src = work / "src.bin"
+    digest = random_file(src, size_mb)
+    size = src.stat().st_size
+    ssh_opts = scp_options(sbx, target.port)
+    at = f"{target.user}@{target.hostname}:"
+
+    def ours_up() -> None:
+        with connect(target) as remote:
+            remote.run(["rm", "-f", REMOTE, REMOTE + ".part"])
+            remote.put_file(src, REMOTE)
+
+    def ours_down() -> None:
+        with connect(target) as remote:
+            remote.get_file(REMOTE, work / "down-ours.bin")
+
+    # as jobs.sync uses them: the host checks the sha256 before the blob gets its name; a fetch
+    # already knows the host's sha256 from its listing round trip (not timed here)
+    def ours_up_hashed() -> None:
+        with connect(target) as remote:
+            remote.run(["rm", "-f", REMOTE, REMOTE + ".part"])
+            remote.put_file(src, REMOTE, expected_sha256=digest)
+
+    def ours_down_hash_known() -> None:
+        with connect(target) as remote:
+            remote.get_file(REMOTE, work / "down-ours.bin", expected_sha256=digest)
+
+    def scp(*paths: str) -> Callable[[], object]:
+        return lambda: subprocess.run(["scp", "-q", *ssh_opts, *paths], check=True)
+
+    runs = {
+        "scp up": scp(str(src), at + REMOTE + ".scp"),
+        "put": ours_up,
+        "put, sha256 checked on host": ours_up_hashed,
+        "scp down": scp(at + REMOTE + ".scp", str(work / "down-scp.bin")),
+        "get, host hashes while sending": ours_down,
+        "get, sha256 known (fetch_files)": ours_down_hash_known,
+    }
+    times: dict[str, list[float]] = {k: [] for k in runs}
+    for _ in range(rounds):
+        for name, action in runs.items():
+            times[name].append(timed(action))
+    assert sha256_file(work / "down-ours.bin") == sha256_file(src) == sha256_file(work / "down-scp.bin")
+    with connect(target) as remote:
+        cipher = remote._client.get_transport().local_cipher
+    rate = {k: size / statistics.median(v) / 1e6 for k, v in times.items()}
+    ups = ("scp up", "put", "put, sha256 checked on host")
+    ratio = {k: rate[k] / rate["scp up" if k in ups else "scp down"] for k in runs}
+    return {"size_mb": size_mb, "rounds": rounds, "cipher": cipher, "mb_per_s": rate, "ratio_to_scp": ratio}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=int, default=200)
@@ -40,81 +106,19 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="rl-bench-") as tmp:
         work = Path(tmp)
-        src = work / "src.bin"
-        with open(src, "wb") as f:
-            for _ in range(args.size_mb):
-                f.write(os.urandom(1_000_000))
-        size = src.stat().st_size
-        digest = sha256_file(src)
         sbx = Sandbox(work / "sandbox")
         sbx.ensure_base()
         try:
             host = sbx.create_host("bench")
             os.environ["RADEONLAB_SANDBOX_DIR"] = str(sbx.state_dir)
             target = load_inventory(INVENTORY)[host.name]
-            ssh_opts = [
-                "-F",
-                "/dev/null",
-                "-i",
-                str(sbx.key),
-                "-o",
-                f"UserKnownHostsFile={sbx.known_hosts}",
-                "-o",
-                "StrictHostKeyChecking=yes",
-                "-o",
-                "BatchMode=yes",
-                "-P",
-                str(target.port),
-            ]
-            at = f"{target.user}@{target.hostname}:"
-
-            def ours_up() -> None:
-                with connect(target) as remote:
-                    remote.run(["rm", "-f", REMOTE, REMOTE + ".part"])
-                    remote.put_file(src, REMOTE)
-
-            def ours_down() -> None:
-                with connect(target) as remote:
-                    remote.get_file(REMOTE, work / "down-ours.bin")
-
-            # as jobs.sync uses them: the host checks the sha256 before the blob gets its name; a fetch
-            # already knows the host's sha256 from its listing round trip (not timed here)
-            def ours_up_hashed() -> None:
-                with connect(target) as remote:
-                    remote.run(["rm", "-f", REMOTE, REMOTE + ".part"])
-                    remote.put_file(src, REMOTE, expected_sha256=digest)
-
-            def ours_down_hash_known() -> None:
-                with connect(target) as remote:
-                    remote.get_file(REMOTE, work / "down-ours.bin", expected_sha256=digest)
-
-            def scp(*paths: str) -> Callable[[], object]:
-                return lambda: subprocess.run(["scp", "-q", *ssh_opts, *paths], check=True)
-
-            runs = {
-                "scp up": scp(str(src), at + REMOTE + ".scp"),
-                "put": ours_up,
-                "put, sha256 checked on host": ours_up_hashed,
-                "scp down": scp(at + REMOTE + ".scp", str(work / "down-scp.bin")),
-                "get, host hashes while sending": ours_down,
-                "get, sha256 known (fetch_files)": ours_down_hash_known,
-            }
-            times: dict[str, list[float]] = {k: [] for k in runs}
-            for _ in range(args.rounds):
-                for name, action in runs.items():
-                    times[name].append(timed(action))
-            assert (
-                sha256_file(work / "down-ours.bin") == sha256_file(src) == sha256_file(work / "down-scp.bin")
-            )
-            with connect(target) as remote:
-                cipher = remote._client.get_transport().local_cipher
+            result = measure(sbx, target, work, args.size_mb, args.rounds)
         finally:
             sbx.destroy_all()
-    rate = {k: size / statistics.median(v) / 1e6 for k, v in times.items()}
+    cipher = result["cipher"]
     print(f"{args.size_mb} MB file, {args.rounds} rounds, medians (connect to close), cipher {cipher}:")
-    for name in runs:
-        base = rate["scp up" if name in ("scp up", "put", "put, sha256 checked on host") else "scp down"]
-        print(f"  {name:34} {rate[name]:6.1f} MB/s   {rate[name] / base:.2f}x scp")
+    for name, rate in result["mb_per_s"].items():  # type: ignore[union-attr]
+        print(f"  {name:34} {rate:6.1f} MB/s   {result['ratio_to_scp'][name]:.2f}x scp")  # type: ignore[index]
 
 
 if __name__ == "__main__":

@@ -1,0 +1,252 @@
+"""Bad inputs: each gets ONE clear error line and a non-zero exit before anything is uploaded or launched.
+
+Every row runs `radeonlab submit` (or the verb the input belongs to) exactly as typed, against an inventory
+whose only host listens nowhere (127.0.77.250:1): an input that got as far as SSH would fail with
+"cannot reach", so seeing the input's own error proves it was refused before any connection - nothing
+can have reached a host. The not-provisioned host is a real (bare) sandbox host: its home is compared
+before and after. The table in notes-dev/README-bad-inputs.md lists what each input gets.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from jobs.cli import main
+from jobs.jobid import is_job_id, new_job_id
+from tests.sandbox import demodata
+from tests.sandbox.demo import write_spec
+from tests.sandbox.hosts import Sandbox
+
+REPO = Path(__file__).resolve().parent.parent
+HUB_MODEL = "Qwen/Qwen2.5-0.5B"  # a hub name: nothing local to build, never fetched (refused earlier)
+CLOSED_INVENTORY = 'ws1 = [("ws1", {"ssh_hostname": "127.0.77.250", "ssh_port": 1, "ssh_user": "lab"})]\n'
+HOSTILE = "my job; $(touch pwned) 'q' \"dq\" `id` ../ é"  # spaces, quotes, ;, $(), backticks, ../, unicode
+HUGE_LINE_MB = 50
+HUGE_LIMITS = {"seconds": 30.0, "rss_mb": 700}  # ~4x the line in RAM is what a line-based reader costs
+
+
+@dataclass
+class Work:
+    dir: Path
+    spec: Path
+    data: Path  # the dataset file named by dataset_info.json
+    inventory: Path
+
+    def cli(self, *args: str) -> Result:
+        return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+    def submit(self, spec: Path | None = None, *extra: str) -> Result:
+        return self.cli("submit", str(spec or self.spec), "-i", str(self.inventory), *extra)
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Work:
+    spec = write_spec(tmp_path, {"model_name_or_path": HUB_MODEL, "max_steps": 5})
+    data = demodata.write_dataset(tmp_path / "data")
+    inventory = tmp_path / "closed.py"
+    inventory.write_text(CLOSED_INVENTORY)
+    return Work(tmp_path, spec, data, inventory)
+
+
+def refused(result: Result, *needles: str) -> str:
+    """Assert exit 1 and a final `radeonlab: error:` line (one line) naming the input; return that line."""
+    assert result.exit_code == 1, result.output
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("radeonlab: error: "), result.stderr
+    assert "cannot reach" not in result.output, "got as far as SSH: " + result.output
+    for needle in needles:
+        assert needle in result.stderr, (needle, result.stderr)
+    return last
+
+
+def test_a_valid_spec_does_reach_ssh(work: Work) -> None:
+    """The control: without a bad input, submit gets as far as the (closed) host, so the rows below
+    really were refused earlier."""
+    result = work.submit()
+    assert result.exit_code == 1 and "cannot reach ws1 (127.0.77.250:1)" in result.stderr, result.output
+
+
+# --- datasets ---------------------------------------------------------------------------------------------
+def _cut_line(w: Work) -> None:
+    lines = w.data.read_text().splitlines()
+    lines[3] = '{"instruction": "Uppercase the word.", "input": "apple", "output": '
+    w.data.write_text("\n".join(lines) + "\n")
+
+
+def _sharegpt_row(w: Work) -> None:
+    lines = w.data.read_text().splitlines()
+    lines[3] = json.dumps(
+        {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "HI"}]}
+    )
+    w.data.write_text("\n".join(lines) + "\n")
+
+
+def _latin1(w: Work) -> None:
+    lines = w.data.read_bytes().splitlines()
+    lines[3] = '{"instruction": "café", "input": "", "output": "CAFÉ"}'.encode("latin-1")
+    w.data.write_bytes(b"\n".join(lines) + b"\n")
+
+
+def _dotdot_file_name(w: Work) -> None:
+    info = w.data.parent / "dataset_info.json"
+    entries = json.loads(info.read_text())
+    (w.dir / "elsewhere").mkdir()
+    w.data.rename(w.dir / "elsewhere" / w.data.name)
+    entries["demo"]["file_name"] = f"../elsewhere/{w.data.name}"
+    info.write_text(json.dumps(entries))
+
+
+DATASET_ROWS: dict[str, tuple[Callable[[Work], None], tuple[str, ...]]] = {
+    "malformed-json-line": (_cut_line, (":4: error: malformed JSON",)),
+    "mixed-formats-sharegpt-row-in-alpaca": (_sharegpt_row, (":4: error: row dropped",)),
+    "not-utf8": (_latin1, (":4: error: not UTF-8 (byte 0xe9",)),
+    "zero-bytes": (lambda w: w.data.write_bytes(b""), (":1: error: empty file (0 bytes)",)),
+    "only-blank-lines": (lambda w: w.data.write_text("\n\n  \n"), (":1: error: no rows",)),
+    "missing-file": (lambda w: w.data.unlink(), (":1: error: dataset file not found",)),
+    "file-name-outside-dataset-dir": (_dotdot_file_name, ("is not a file directly inside",)),
+}
+
+
+@pytest.mark.parametrize("row", list(DATASET_ROWS))
+def test_bad_dataset_is_refused_before_any_upload(work: Work, row: str) -> None:
+    damage, needles = DATASET_ROWS[row]
+    damage(work)
+    last = refused(work.submit(), *needles)
+    assert last.endswith("nothing uploaded"), last
+    assert work.cli("check", str(work.spec)).exit_code == 1  # `check` says the same, without a host
+
+
+def test_paths_with_spaces_quotes_and_unicode_are_read_as_they_are(work: Work) -> None:
+    odd = work.dir / HOSTILE.replace("/", "_")
+    odd.mkdir()
+    spec = write_spec(odd, {"model_name_or_path": HUB_MODEL, "max_steps": 5}, name=f"{HOSTILE[:20]}.yaml")
+    data = demodata.write_dataset(odd / "data")
+    assert work.cli("check", str(spec)).exit_code == 0  # accepted: nothing in radeonlab reads it via a shell
+    data.write_text(data.read_text() + "{broken\n")
+    last = refused(work.submit(spec), f"{data}:{demodata.ROWS + 1}: error: malformed JSON")
+    assert str(spec) in last
+
+
+def test_a_hostile_spec_name_becomes_a_safe_job_id() -> None:
+    job_id = new_job_id(HOSTILE)
+    assert is_job_id(job_id) and job_id.startswith("my-job-touch-pwned-q-dq-id-e-"), job_id
+
+
+@pytest.mark.parametrize("kind", ["valid-json", "garbage-no-newline"])
+def test_a_50mb_single_line_is_checked_in_bounded_time_and_memory(work: Work, kind: str) -> None:
+    big = "a" * (HUGE_LINE_MB << 20)
+    if kind == "valid-json":
+        work.data.write_text(json.dumps({"instruction": big, "input": "", "output": "A"}) + "\n")
+    else:
+        work.data.write_text(big)
+    exe = str(Path(sys.executable).with_name("radeonlab"))
+    start = time.monotonic()
+    done = subprocess.run([exe, "check", str(work.spec)], capture_output=True, text=True, timeout=120)
+    seconds = time.monotonic() - start
+    rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # largest child so far, KiB
+    print(f"\n{kind}: {HUGE_LINE_MB} MB line checked in {seconds:.2f}s, peak RSS {rss_mb:.0f} MB")
+    assert seconds < HUGE_LIMITS["seconds"] and rss_mb < HUGE_LIMITS["rss_mb"], (seconds, rss_mb)
+    if kind == "valid-json":
+        assert done.returncode == 0, done.stdout + done.stderr  # a long but valid row is data
+    else:
+        assert done.returncode == 1 and f"{work.data}:1: error: malformed JSON" in done.stdout
+        assert len(done.stdout) < 2000  # the message does not echo the 50 MB line
+
+
+# --- specs ------------------------------------------------------------------------------------------------
+NOT_A_MAPPING = ":1: a spec is a mapping of LLaMA-Factory keys, not a "
+SPEC_ROWS: dict[str, tuple[bytes | None, str]] = {
+    "not-yaml": (b"stage: sft\nkey: [unclosed\n  - x: y\n", ":3: not valid YAML"),
+    "yaml-list": (b"- stage: sft\n- do_train: true\n", NOT_A_MAPPING + "list"),
+    "yaml-scalar": (b"just some words\n", NOT_A_MAPPING + "str"),
+    "empty": (b"", ":1: empty spec"),
+    "not-utf8": (b"stage: sft\nmodel_name_or_path: caf\xe9\n", ":2: not UTF-8 text (byte 0xe9)"),
+    "binary": (bytes(range(256)) * 4, ":2: not UTF-8 text (byte 0x80)"),
+    "missing": (None, ":1: cannot read spec: No such file or directory"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("row", list(SPEC_ROWS))
+def test_bad_spec_is_one_line_with_file_and_line(work: Work, row: str) -> None:
+    content, needle = SPEC_ROWS[row]
+    spec = work.dir / f"{row}.yaml"
+    if content is not None:
+        spec.write_bytes(content)
+    last = refused(work.submit(spec))
+    assert last == f"radeonlab: error: {spec}{needle}" or last.startswith(f"radeonlab: error: {spec}{needle}")
+
+
+# --- inventories, hosts, job ids ---------------------------------------------------------------------------
+INVENTORY_ROWS: dict[str, tuple[str | None, str]] = {
+    "syntax-error": ('ws1 = [("ws1", {"ssh_port": 1)]\n', ":1: SyntaxError: closing parenthesis"),
+    "raises": ('raise RuntimeError("no inventory today")\n', ":1: RuntimeError: no inventory today"),
+    "missing": (None, ": no such inventory file"),
+}
+
+
+@pytest.mark.parametrize("row", list(INVENTORY_ROWS))
+def test_bad_inventory_is_one_line(work: Work, row: str) -> None:
+    text, needle = INVENTORY_ROWS[row]
+    inventory = work.dir / f"inv-{row}.py"
+    if text is not None:
+        inventory.write_text(text)
+    result = work.cli("submit", str(work.spec), "-i", str(inventory))
+    assert refused(result) == f"radeonlab: error: {inventory}{needle}" or needle in result.stderr
+
+
+def test_unknown_host_names_the_known_ones(work: Work) -> None:
+    last = refused(work.submit(None, "--host", "ws9"))
+    assert last.startswith("radeonlab: error: unknown host 'ws9'; known hosts: ws1"), last
+
+
+@pytest.mark.xfail(
+    strict=True, reason="jobs/runner.py pick_host: says '0 hosts could run this job: pass --host ()'"
+)
+def test_an_inventory_without_hosts_says_so(work: Work) -> None:
+    work.inventory.write_text("x = 1\n")
+    assert "no hosts" in refused(work.submit())
+
+
+@pytest.mark.parametrize("verb", ["status", "cancel", "logs", "fetch", "watch"])
+def test_a_hostile_job_id_is_refused_before_ssh(work: Work, verb: str) -> None:
+    last = refused(work.cli(verb, f"../../etc; {HOSTILE}", "-i", str(work.inventory)))
+    assert last.startswith("radeonlab: error: not a radeonlab job id: "), last
+
+
+@pytest.mark.sandbox
+def test_a_host_that_is_not_provisioned_is_one_line_and_untouched(work: Work, sandbox: Sandbox) -> None:
+    host = sandbox.create_host("bi-bare", card="rx7900xtx")  # a reachable host that never ran the deploy
+    try:
+        before = host.exec(
+            "find /home/lab /etc/radeonlab -printf '%p %s %m\\n' 2>/dev/null | sort", check=False
+        )
+        result = CliRunner().invoke(
+            main,
+            ["submit", str(work.spec), "-i", str(REPO / "inventories/sandbox.py"), "--host", "bi-bare"],
+            env={"RADEONLAB_SANDBOX_DIR": str(sandbox.state_dir), "RADEONLAB_HOME": str(work.dir / "home")},
+            catch_exceptions=False,
+        )
+        after = host.exec(
+            "find /home/lab /etc/radeonlab -printf '%p %s %m\\n' 2>/dev/null | sort", check=False
+        )
+    finally:
+        sandbox.destroy_host("bi-bare")
+    assert result.exit_code == 1, result.output
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            "radeonlab: error: bi-bare is not provisioned (no /etc/radeonlab/host.json): provision it first: "
+        )
+    )
+    assert after.stdout == before.stdout and "/home/lab/radeonlab" not in after.stdout
