@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Mapping
 from dataclasses import asdict
 from importlib import resources
 
@@ -27,30 +28,37 @@ def launcher_source() -> str:
 
 
 def launcher_argv(
-    paths: JobPaths, venv: str, allow_shared: bool = False, *, resume: bool = False
+    paths: JobPaths, venv: str, allow_shared: bool = False, *, resume: bool = False, queue: bool = True
 ) -> list[str]:
     """The launcher's own command line (what runs inside the detached login shell).
 
     resume: a new attempt from the newest complete checkpoint (`radeonlab resume`).
+    queue=False: a busy GPU fails the start at once instead of waiting in line (multi-node ranks: one rank
+    queued while its peer waits in torchrun's rendezvous would time out).
     """
     argv = [str(LAUNCH_DEFAULTS["host_python"]), str(paths.launcher), "run", str(paths.root), "--venv", venv]
     argv += ["--allow-shared"] if allow_shared else []
+    argv += [] if queue else ["--no-queue"]
     return [*argv, "--resume"] if resume else argv
 
 
-def start_shell(paths: JobPaths, venv: str, allow_shared: bool = False, *, resume: bool = False) -> str:
+def start_shell(
+    paths: JobPaths, venv: str, allow_shared: bool = False, *, resume: bool = False, queue: bool = True
+) -> str:
     """`setsid nohup bash -lc '<argv>' >/dev/null 2>&1 </dev/null &`.
 
     setsid + nohup: the job outlives the SSH session; bash -l: the profile.d environment (ROCm, overrides).
     Every word is quoted with shlex, and the whole inner command once more for `bash -lc`.
     """
-    inner = shlex.join(launcher_argv(paths, venv, allow_shared, resume=resume))
+    inner = shlex.join(launcher_argv(paths, venv, allow_shared, resume=resume, queue=queue))
     return f"setsid nohup bash -lc {shlex.quote(inner)} >/dev/null 2>&1 </dev/null &"
 
 
-def start_argv(paths: JobPaths, venv: str, allow_shared: bool = False, *, resume: bool = False) -> list[str]:
+def start_argv(
+    paths: JobPaths, venv: str, allow_shared: bool = False, *, resume: bool = False, queue: bool = True
+) -> list[str]:
     """The detached start as an argv for Remote.run (a `sh -c` around start_shell)."""
-    return ["sh", "-c", start_shell(paths, venv, allow_shared, resume=resume)]
+    return ["sh", "-c", start_shell(paths, venv, allow_shared, resume=resume, queue=queue)]
 
 
 def cancel_argv(paths: JobPaths, grace_s: float | None = None) -> list[str]:
@@ -80,8 +88,9 @@ def write_secret_argv(paths: JobPaths) -> list[str]:
     return ["sh", "-c", f"umask 077 && cat > {target}.part && mv -f {target}.part {target}"]
 
 
-def secret_text(secrets: dict[str, str]) -> str:
-    """The env.secret content the launcher reads (a JSON object) and deletes before training starts."""
+def secret_text(secrets: Mapping[str, str]) -> str:
+    """The env.secret content the launcher reads (a JSON object) and deletes at once (launcher.py says how
+    every attempt still gets it)."""
     return json.dumps({str(k): str(v) for k, v in secrets.items()})
 
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -44,13 +43,12 @@ from typing import Any
 
 from jobs import launch, placement, store
 from jobs.errors import RadeonlabError
-from jobs.hostrecord import blobs_dir, read_host_record
+from jobs.hostrecord import read_host_record
 from jobs.hosts import HostTarget, get_host
 from jobs.jobid import new_job_id
-from jobs.record import Attempt, JobPaths, JobRecord
+from jobs.record import JobPaths
 from jobs.render import Rendered, is_simulated_cpu, local_model_dir, pick_gpus, render, to_yaml
 from jobs.spec import Spec
-from jobs.sync import upload_files
 from jobs.transport import Remote, connect
 
 MULTINODE_DEFAULTS: dict[str, Any] = {
@@ -173,8 +171,14 @@ def submit_nodes(
     allow_shared: bool,
     say: Any,
     progress_bar: Any,
+    strict: bool = False,
 ) -> Any:
-    """Place, render, upload and launch a `count`-node job; returns rank 0's runner.SubmitResult."""
+    """Place, render, check, upload and launch a `count`-node job; returns rank 0's runner.SubmitResult.
+
+    Every node is rendered and pre-flight checked (VRAM estimate; --strict refuses) before anything is
+    uploaded, then staged by runner.stage_job exactly like a single-node job (supervisor files, secrets),
+    and started with the launcher's no-queue mode: a rank waiting in its host's GPU line while its peer
+    waits in torchrun's rendezvous would time out, so a busy GPU on any node cancels every node."""
     from jobs import runner
 
     chosen = pick_targets(targets, host, spec, count, say)
@@ -185,16 +189,13 @@ def submit_nodes(
     with contextlib.ExitStack() as stack:
         remotes = [stack.enter_context(connect(t)) for t in chosen]
         records = [read_host_record(r, str(inventory)) for r in remotes]
-        wish = placement.needs_of(spec)
         for record in records:
-            problems = placement.card_problems(wish, pick_gpus(record, None))
-            if problems:
-                raise RadeonlabError(f"{record['host']}: {'; '.join(problems)}")
+            runner.check_placement(spec, record)
         extra_keys = multinode_keys(records)
         spec_used, precision_note = common_spec(spec, records)
         model_dir = local_model_dir(spec)
-        states, results = [], []
-        for node, target, remote, record in zip(nodes, chosen, remotes, records, strict=True):
+        renders = []
+        for node, target, record in zip(nodes, chosen, records, strict=True):
             paths = JobPaths.for_job(record["jobs_dir"], job_id)
             rendered = render(
                 spec_used,
@@ -204,57 +205,58 @@ def submit_nodes(
                 model_local=model_dir is not None,
                 base_dataset_info=runner._local_dataset_info(spec),
             )
-            gpus = [g["index"] for g in pick_gpus(record, None)]
             _add_multinode(rendered, record, extra_keys, node, nodes, port, job_id, precision_note)
             say(f"{job_id}: rank {node.rank} on {target.name} ({node.address}), {rendered.notes[0]}")
-            data_report = _upload(remote, spec, rendered, record, paths, model_dir, say, progress_bar)
+            runner.preflight_check(rendered, record, model_dir, strict, say)  # before any node uploads
+            renders.append(rendered)
+        staged = []
+        for node, target, remote, record, rendered in zip(
+            nodes, chosen, remotes, records, renders, strict=True
+        ):
+            gpus = pick_gpus(record, None)
             env = node_env(
                 node.rank, nodes, port, max(1, len(gpus)), target, record["venv"], login_path(remote)
             )
-            job = JobRecord(
-                id=job_id,
-                name=Path(spec_path).stem,
-                spec_file=Path(spec_path).name,
-                created_at=created,
-                host=target.name,
-                gpus=gpus,
-                env={**spec.radeonlab.env, **env},
-                attempts=[Attempt(n=1, created_at=created)],
+            staged.append(
+                runner.stage_job(
+                    remote,
+                    record,
+                    spec,
+                    spec_path,
+                    rendered,
+                    job_id=job_id,
+                    created=created,
+                    say=say,
+                    progress_bar=progress_bar,
+                    node_env=env,
+                    job_extra={"nodes": nodes_block(node.rank, nodes, port)},
+                )
             )
-            job_json = {**job.to_dict(), "nodes": nodes_block(node.rank, nodes, port)}
-            remote.write_text_atomic(str(paths.config), rendered.yaml_text)
-            remote.write_text_atomic(
-                posixpath.join(str(paths.data), "dataset_info.json"), rendered.dataset_info_text
-            )
-            remote.write_text_atomic(str(paths.launcher), launch.launcher_source())
-            remote.write_text_atomic(str(paths.job), json.dumps(job_json, indent=1) + "\n")
-            results.append((target, paths, rendered, data_report, job_json))
         # every node staged: now start them, rank 0 first (its torchrun serves the rendezvous store)
-        for remote, record, (_t, paths, *_rest) in zip(remotes, records, results, strict=True):
-            remote.run(launch.start_argv(paths, record["venv"], allow_shared))
-        for remote, (_target, paths, *_rest) in zip(remotes, results, strict=True):
-            states.append(runner.wait_started(remote, paths))
-        refused = [(t.name, s) for (t, *_r), s in zip(results, states, strict=True) if s.state.is_finished()]
+        for remote, record, one in zip(remotes, records, staged, strict=True):
+            remote.run(launch.start_argv(one.paths, record["venv"], allow_shared, queue=False))
+        states = [runner.wait_started(r, one.paths) for r, one in zip(remotes, staged, strict=True)]
+        refused = [(t.name, s) for t, s in zip(chosen, states, strict=True) if s.state.is_finished()]
         if refused:
-            for remote, (_t, paths, *_r) in zip(remotes, results, strict=True):
-                remote.run(launch.cancel_argv(paths), check=False)  # a lone rank would wait for its peer
+            for remote, one in zip(remotes, staged, strict=True):
+                remote.run(launch.cancel_argv(one.paths), check=False)  # a lone rank would wait for its peer
             why = "; ".join(f"{name}: {s.state.value} ({s.reason})" for name, s in refused)
             raise RadeonlabError(f"{job_id}: a node did not start, every node cancelled: {why}")
-        target0, paths0, rendered0, report0, job0 = results[0]
         with contextlib.closing(store.connect()) as conn:  # the job's row is rank 0's
             store.upsert_from_host(
-                conn, store.HostJob(target0.name, str(paths0.root), job0, states[0].to_dict())
+                conn,
+                store.HostJob(chosen[0].name, str(staged[0].paths.root), staged[0].job, states[0].to_dict()),
             )
     peers = ", ".join(f"rank {n.rank} {n.host}" for n in nodes)
     return runner.SubmitResult(
         job_id,
-        target0.name,
-        str(paths0.root),
-        rendered0.precision,
+        chosen[0].name,
+        str(staged[0].paths.root),
+        renders[0].precision,
         states[0],
-        report0,
-        None,
-        [*rendered0.notes, f"{count} nodes: {peers}; rendezvous {nodes[0].address}:{port}"],
+        staged[0].datasets,
+        staged[0].model,
+        [*renders[0].notes, f"{count} nodes: {peers}; rendezvous {nodes[0].address}:{port}"],
     )
 
 
@@ -277,31 +279,3 @@ def _add_multinode(
         f"ddp_backend {keys['ddp_backend']}; save_on_each_node (each node's job folder is on its own disk)"
     )
     rendered.yaml_text = to_yaml(rendered, record, pick_gpus(record, None), job_id)
-
-
-def _upload(
-    remote: Remote,
-    spec: Spec,
-    rendered: Rendered,
-    record: Mapping[str, Any],
-    paths: JobPaths,
-    model_dir: str | None,
-    say: Any,
-    progress_bar: Any,
-) -> Any:
-    """Datasets, model folder and extra files to one node (content-addressed, as runner.submit does)."""
-    from jobs import runner
-
-    store_dir = blobs_dir(dict(record))
-    with progress_bar(f"datasets -> {remote.target.name}") as bar:
-        report = upload_files(remote, runner.dataset_files(spec, rendered), store_dir, str(paths.data), bar)
-    say(f"{remote.target.name} datasets: {report.summary()}")
-    if model_dir is not None:
-        files = sorted(p for p in Path(model_dir).iterdir() if p.is_file())
-        with progress_bar(f"model -> {remote.target.name}") as bar:
-            model = upload_files(remote, files, store_dir, str(paths.model), bar)
-        say(f"{remote.target.name} model: {model.summary()}")
-    extra = [spec.base_dir / f for f in spec.radeonlab.files]
-    if extra:
-        upload_files(remote, extra, store_dir, str(paths.root))
-    return report

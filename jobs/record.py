@@ -111,6 +111,7 @@ class JobRecord:
     host: str
     gpus: list[int] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)  # non-secret env from the spec
+    secret_names: list[str] = field(default_factory=list)  # sent in env.secret: names only, never values
     attempts: list[Attempt] = field(default_factory=list)
     remedies: dict[str, dict[str, Any]] = field(
         default_factory=dict

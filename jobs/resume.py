@@ -5,17 +5,24 @@ The laptop only checks that nothing of the job is alive and starts the job's lau
 `--resume`; the host-side supervisor (jobs/remote/supervisor.py) records the dead attempt, picks the
 checkpoint, trims trainer_log.jsonl to the steps it holds and runs. The launcher and its shipped code are
 uploaded again first, so a job submitted by an older radeonlab resumes with the current supervisor.
+
+Secrets: the new launcher has none in memory (the old one read and deleted env.secret), so resume writes
+env.secret again with the job's `secret_names` taken from the laptop's environment; a name that is not set
+there is named in a warning (the job resumes without it).
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from jobs import hostbundle, launch
+from jobs import hostbundle, launch, secrets
 from jobs.errors import RadeonlabError
 from jobs.record import JobPaths, StateRecord
-from jobs.runner import SUBMIT, JobSession, open_job
+from jobs.runner import SUBMIT, JobSession, open_job, write_secrets
 from jobs.state import JobState
 from jobs.transport import Remote
 
@@ -24,8 +31,21 @@ class NotResumableError(RadeonlabError):
     """The job is alive, or it succeeded: there is nothing to resume."""
 
 
-def resume(job_id: str, inventory: str | Path, host: str | None = None) -> tuple[JobSession, object]:
-    """Start the new attempt; returns (session, the state the launcher recorded)."""
+def warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)  # stderr: `resume --json` keeps stdout for the JSON
+
+
+def resume(
+    job_id: str,
+    inventory: str | Path,
+    host: str | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    say: Callable[[str], None] = warn,
+) -> tuple[JobSession, object]:
+    """Start the new attempt; returns (session, the state the launcher recorded).
+
+    environ: where the job's secrets are read from again (default: the laptop's environment)."""
     with open_job(job_id, inventory, host) as session:
         state = session.job.state  # reconciled: "running" with nothing alive is failed, process gone
         if session.job.alive or not state.state.is_finished():
@@ -39,6 +59,12 @@ def resume(job_id: str, inventory: str | Path, host: str | None = None) -> tuple
         remote.write_text_atomic(str(paths.launcher), launch.launcher_source())
         argv, stdin_text = hostbundle.install_request(paths)
         remote.run(argv, stdin_text=stdin_text)
+        names = [str(n) for n in session.job.host_job.job.get("secret_names") or []]
+        values = secrets.from_environment(names, os.environ if environ is None else environ)
+        missing = [n for n in names if n not in values]
+        if missing:
+            say(f"{job_id}: {', '.join(missing)} not set in this environment: the job resumes without it")
+        write_secrets(remote, paths, values)
         remote.run(launch.start_argv(paths, session.record["venv"], resume=True))
         started = wait_new_launcher(remote, paths, state.pid)
         session.refresh()

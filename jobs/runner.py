@@ -11,20 +11,21 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import posixpath
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from jobs import checks, hostjobs, launch, store
+from jobs import checks, hostjobs, launch, secrets, store
 from jobs import spec as spec_module
 from jobs.errors import ChecksFailedError, RadeonlabError
 from jobs.hostrecord import blobs_dir, read_host_record
-from jobs.hosts import HostTarget, InventoryError, get_host, load_inventory, select_hosts
+from jobs.hosts import HostTarget, InventoryError, get_host, load_inventory
 from jobs.jobid import new_job_id
 from jobs.record import Attempt, JobPaths, JobRecord, StateRecord
 from jobs.render import Rendered, local_model_dir, pick_gpus, render
@@ -99,13 +100,15 @@ def submit(
         )
     # 2. the host(s)
     targets = load_inventory(inventory)
+    if not targets:
+        raise InventoryError(f"{inventory}: the inventory has no hosts")
     if (nodes or spec.radeonlab.nodes) > 1:
         from jobs import multinode
 
         count = nodes or spec.radeonlab.nodes
         return multinode.submit_nodes(
             spec, spec_path, inventory, targets, host or spec.radeonlab.host, count,
-            allow_shared=allow_shared, say=say, progress_bar=progress_bar,
+            allow_shared=allow_shared, say=say, progress_bar=progress_bar, strict=strict,
         )  # fmt: skip
     target = choose_host(targets, host or spec.radeonlab.host, spec, say)
     with connect(target) as remote:
@@ -124,51 +127,20 @@ def submit(
             model_local=model_dir is not None,
             base_dataset_info=_local_dataset_info(spec),
         )
-        gpus = [g["index"] for g in pick_gpus(record, None)]
         say(f"{job_id}: {target.name}, {rendered.notes[0]}")
         preflight_check(rendered, record, model_dir, strict, say)  # --strict: refused before any upload
-        # 5. upload: datasets, then the model folder (content-addressed: unchanged data is not sent again)
-        store_dir = blobs_dir(record)
-        with progress_bar("datasets") as bar:
-            data_report = upload_files(remote, dataset_files(spec, rendered), store_dir, str(paths.data), bar)
-        say(f"datasets: {data_report.summary()}")
-        if data_report.files and data_report.bytes_sent == 0:
-            say("datasets: 0 bytes transferred (the host already has this exact data)")
-        model_report = None
-        if model_dir is not None:
-            files = sorted(p for p in Path(model_dir).iterdir() if p.is_file())
-            with progress_bar("model") as bar:
-                model_report = upload_files(remote, files, store_dir, str(paths.model), bar)
-            say(f"model: {model_report.summary()}")
-        extra = [spec.base_dir / f for f in spec.radeonlab.files]
-        if extra:
-            upload_files(remote, extra, store_dir, str(paths.root))
-        # 6. the job folder's own files, then the detached launch
+        # 5-6. upload, the job folder's own files (secrets in env.secret), then the detached launch
         created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        job = JobRecord(
-            id=job_id,
-            name=Path(spec_path).stem,
-            spec_file=Path(spec_path).name,
-            created_at=created,
-            host=target.name,
-            gpus=gpus,
-            env=dict(spec.radeonlab.env),
-            attempts=[Attempt(n=1, created_at=created)],
-            **supervision_fields(spec, record),
-        )
-        remote.write_text_atomic(str(paths.config), rendered.yaml_text)
-        remote.write_text_atomic(
-            posixpath.join(str(paths.data), "dataset_info.json"), rendered.dataset_info_text
-        )
-        remote.write_text_atomic(str(paths.launcher), launch.launcher_source())
-        write_supervisor_files(remote, paths, rendered)
-        remote.write_text_atomic(str(paths.job), json.dumps(job.to_dict(), indent=1) + "\n")
+        staged = stage_job(
+            remote, record, spec, spec_path, rendered, job_id=job_id, created=created, say=say,
+            progress_bar=progress_bar,
+        )  # fmt: skip
         remote.run(launch.start_argv(paths, record["venv"], allow_shared))
         state = wait_started(remote, paths)
         # 7. remember it locally (a cache of the host's job folder)
         with contextlib.closing(store.connect()) as conn:
             store.upsert_from_host(
-                conn, store.HostJob(target.name, str(paths.root), job.to_dict(), state.to_dict())
+                conn, store.HostJob(target.name, str(paths.root), staged.job, state.to_dict())
             )
     return SubmitResult(
         job_id,
@@ -176,22 +148,93 @@ def submit(
         str(paths.root),
         rendered.precision,
         state,
-        data_report,
-        model_report,
+        staged.datasets,
+        staged.model,
         rendered.notes,
     )
 
 
-def pick_host(targets: dict[str, HostTarget], wanted: str | None, placement: Any) -> HostTarget:
-    """--host (or the spec's radeonlab.host); else the only host, or the only one of the placement group."""
-    if wanted:
-        return get_host(targets, wanted)
-    pool = select_hosts(targets, placement.host_group) if placement.host_group else list(targets.values())
-    if len(pool) == 1:
-        return pool[0]
-    raise InventoryError(
-        f"{len(pool)} hosts could run this job: pass --host ({', '.join(t.name for t in pool)})"
+@dataclass
+class Staged:
+    """One host's job folder, ready to launch: what was uploaded and the job.json written."""
+
+    paths: JobPaths
+    datasets: UploadReport
+    model: UploadReport | None
+    job: dict[str, Any]
+
+
+def stage_job(
+    remote: Remote,
+    record: dict[str, Any],
+    spec: spec_module.Spec,
+    spec_path: str | Path,
+    rendered: Rendered,
+    *,
+    job_id: str,
+    created: str,
+    say: Say,
+    progress_bar: ProgressBar,
+    node_env: Mapping[str, str] | None = None,
+    job_extra: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Staged:
+    """Stage one host's job folder (single-node submit and every rank of a multi-node job).
+
+    Uploads the datasets, the spec's local model folder and extra files (content-addressed), then writes
+    config.yaml, dataset_info.json, the launcher, the supervisor's files (config.json + its code),
+    env.secret (0600, from stdin: jobs/secrets.py) and job.json (plain env, the secrets' NAMES, the
+    supervision fields). node_env: a rank's environment (multi-node); job_extra: more job.json keys;
+    environ: the laptop's environment secrets are forwarded from (default os.environ).
+    """
+    paths = JobPaths.for_job(record["jobs_dir"], job_id)
+    name = remote.target.name
+    label = "" if node_env is None else f" -> {name}"
+    store_dir = blobs_dir(record)
+    with progress_bar(f"datasets{label}") as bar:
+        data_report = upload_files(remote, dataset_files(spec, rendered), store_dir, str(paths.data), bar)
+    say(f"datasets{label}: {data_report.summary()}")
+    if data_report.files and data_report.bytes_sent == 0:
+        say(f"datasets{label}: 0 bytes transferred (the host already has this exact data)")
+    model_report = None
+    model_dir = local_model_dir(spec)
+    if model_dir is not None:
+        files = sorted(p for p in Path(model_dir).iterdir() if p.is_file())
+        with progress_bar(f"model{label}") as bar:
+            model_report = upload_files(remote, files, store_dir, str(paths.model), bar)
+        say(f"model{label}: {model_report.summary()}")
+    extra = [spec.base_dir / f for f in spec.radeonlab.files]
+    if extra:
+        upload_files(remote, extra, store_dir, str(paths.root))
+    plain_env, secret_env = secrets.job_env(
+        spec.radeonlab.env, spec.radeonlab.forward_env, os.environ if environ is None else environ
     )
+    job = JobRecord(
+        id=job_id,
+        name=Path(spec_path).stem,
+        spec_file=Path(spec_path).name,
+        created_at=created,
+        host=name,
+        gpus=[g["index"] for g in pick_gpus(record, None)],
+        env={**plain_env, **(node_env or {})},
+        secret_names=sorted(secret_env),
+        attempts=[Attempt(n=1, created_at=created)],
+        **supervision_fields(spec, record),
+    )
+    job_json = {**job.to_dict(), **(job_extra or {})}
+    remote.write_text_atomic(str(paths.config), rendered.yaml_text)
+    remote.write_text_atomic(posixpath.join(str(paths.data), "dataset_info.json"), rendered.dataset_info_text)
+    remote.write_text_atomic(str(paths.launcher), launch.launcher_source())
+    write_supervisor_files(remote, paths, rendered)
+    write_secrets(remote, paths, secret_env)
+    remote.write_text_atomic(str(paths.job), json.dumps(job_json, indent=1) + "\n")
+    return Staged(paths, data_report, model_report, job_json)
+
+
+def write_secrets(remote: Remote, paths: JobPaths, values: Mapping[str, str]) -> None:
+    """env.secret (0600) from stdin, never argv; nothing is written when the job has no secrets."""
+    if values:
+        remote.run(launch.write_secret_argv(paths), stdin_text=launch.secret_text(values))
 
 
 def choose_host(

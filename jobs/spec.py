@@ -13,7 +13,11 @@
       placement: {host_group: lab, gfx_family: gfx11, min_vram_gb: 24}
       remedies: {nan: on, oom: [halve_batch, halve_cutoff]}   # on | off | a list of steps to try in order
       nodes: 1
-      env: {HF_HUB_OFFLINE: "1"}         # extra environment for the training process
+      env: {HF_HUB_OFFLINE: "1"}         # extra environment for the training process; names that look
+                                         # secret (*TOKEN*, *KEY*...: jobs/secrets.py) reach it through
+                                         # env.secret only, never job.json
+      forward_env: [WANDB_API_KEY]       # variables of the laptop's environment to pass on as secrets
+                                         # (HF_TOKEN always is, when set)
       limits: {address_space_gb: 24}     # RLIMIT_AS (ulimit -v) of the training process: a runaway job
                                          # fails with an allocation error (and the OOM remedy) instead of
                                          # driving the host into swap or the kernel OOM killer
@@ -105,6 +109,7 @@ class RadeonlabBlock:
     remedies: dict[str, Remedy] = field(default_factory=lambda: {n: Remedy() for n in REMEDY_NAMES})
     nodes: int = 1
     env: dict[str, str] = field(default_factory=dict)
+    forward_env: list[str] = field(default_factory=list)  # laptop variables sent as secrets (jobs/secrets.py)
     limits: dict[str, float] = field(default_factory=dict)  # LIMIT_NAMES -> positive number
 
 
@@ -279,7 +284,10 @@ def load(path: str | os.PathLike[str]) -> Spec:
 
 # ------------------------------------------------------------------------------------------ radeonlab block
 
-_BLOCK_FIELDS = ("datasets", "files", "host", "placement", "remedies", "nodes", "env", "limits")
+_BLOCK_FIELDS = (
+    "datasets", "files", "host", "placement", "remedies", "nodes", "env", "forward_env", "limits",
+)  # fmt: skip
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PLACEMENT_FIELDS = ("host_group", "gfx_family", "min_vram_gb")
 _DATASET_FIELDS = ("file", "name", "formatting", "ranking", "columns", "tags")
 
@@ -379,12 +387,19 @@ def _parse_block(raw: Any, lines: dict[str, int], problems: list[tuple[int, str]
         bad("radeonlab.env", "env must be a mapping of NAME: value")
     else:
         for name, value in env.items():
-            if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
                 bad(f"radeonlab.env.{name}", f"{name!r} is not an environment variable name")
             elif isinstance(value, dict | list) or value is None:
                 bad(f"radeonlab.env.{name}", f"env {name} must be a plain value")
             else:
                 block.env[name] = _env_value(value)
+
+    for i, name in enumerate(_as_list(raw.get("forward_env"), "radeonlab.forward_env", bad)):
+        if isinstance(name, str) and ENV_NAME.fullmatch(name):
+            if name not in block.forward_env:
+                block.forward_env.append(name)
+        else:
+            bad(f"radeonlab.forward_env.{i}", f"forward_env: {name!r} is not an environment variable name")
 
     limits = raw.get("limits") or {}
     if not isinstance(limits, dict):

@@ -209,12 +209,11 @@ def test_unknown_host_names_the_known_ones(work: Work) -> None:
     assert last.startswith("radeonlab: error: unknown host 'ws9'; known hosts: ws1"), last
 
 
-@pytest.mark.xfail(
-    strict=True, reason="jobs/runner.py pick_host: says '0 hosts could run this job: pass --host ()'"
-)
-def test_an_inventory_without_hosts_says_so(work: Work) -> None:
+@pytest.mark.parametrize("extra", [(), ("--nodes", "2")])
+def test_an_inventory_without_hosts_says_so(work: Work, extra: tuple[str, ...]) -> None:
     work.inventory.write_text("x = 1\n")
-    assert "no hosts" in refused(work.submit())
+    last = refused(work.submit(None, *extra))
+    assert last == f"radeonlab: error: {work.inventory}: the inventory has no hosts"
 
 
 @pytest.mark.parametrize("verb", ["status", "cancel", "logs", "fetch", "watch"])

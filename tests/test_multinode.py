@@ -3,14 +3,18 @@ one precision across ranks, rank 0 as the job's face. (tests/test_multinode_e2e.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from jobs import multinode
+from jobs import launch, multinode, runner
 from jobs.errors import RadeonlabError
 from jobs.hosts import HostTarget
-from jobs.spec import parse_text
+from jobs.record import JobPaths
+from jobs.spec import load, parse_text
+from jobs.sync import UploadReport
+from jobs.transport import RunResult
 
 
 def target(name: str, address: str, **data: object) -> HostTarget:
@@ -90,3 +94,76 @@ def test_rank_zero_is_the_jobs_face() -> None:
     assert multinode.is_rank_zero({"id": "x"})  # a single-node job
     assert multinode.is_rank_zero({"nodes": {"rank": 0}})
     assert not multinode.is_rank_zero({"nodes": {"rank": 1}})
+
+
+class NodeRemote:
+    """A Remote stand-in for one node (no SSH): records commands and files; its launcher reports `state`."""
+
+    def __init__(self, name: str, state: dict) -> None:
+        self.target = target(name, f"10.0.0.{len(name)}")
+        self.state = state
+        self.runs: list[list[str]] = []
+        self.writes: dict[str, str] = {}
+
+    def run(self, argv: list[str], check: bool = True, stdin_text: str | None = None, **_kw: object):  # noqa: ANN201
+        self.runs.append(list(argv))
+        if argv[:2] == ["bash", "-lc"]:
+            return RunResult("/usr/bin:/bin", "", 0)
+        if argv[2:3] == ["status"]:
+            return RunResult(json.dumps(self.state), "", 0)
+        return RunResult("", "", 0)
+
+    def write_text_atomic(self, path: str, text: str) -> None:
+        self.writes[path] = text
+
+    def __enter__(self) -> NodeRemote:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        pass
+
+
+def test_ranks_are_staged_like_one_host_and_a_busy_gpu_cancels_every_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each rank gets the supervisor's files and supervision fields (runner.stage_job) and starts with
+    --no-queue; ws2's GPU is busy, so its launcher refuses at once: both ranks cancelled, one line."""
+    busy = {"state": "failed", "exit_code": 75, "reason": "GPU 0 is in use by other-job (lock /l/gpu0.lock)"}
+    remotes = {"ws1": NodeRemote("ws1", {"state": "running", "pid": 7}), "ws2": NodeRemote("ws2", busy)}
+    records = {
+        n: {
+            "host": n,
+            "gpus": [],
+            "torch": {"simulated_cpu_build": True},
+            "jobs_dir": f"/{n}/jobs",
+            "venv": "/v",
+        }
+        for n in remotes
+    }
+    monkeypatch.setattr(multinode, "connect", lambda t: remotes[t.name])
+    monkeypatch.setattr(multinode, "read_host_record", lambda r, _inv: records[r.target.name])
+    monkeypatch.setattr(runner, "upload_files", lambda *_a, **_k: UploadReport())
+    monkeypatch.setenv("RADEONLAB_HOME", str(tmp_path / "home"))
+    spec_path = tmp_path / "two.yaml"
+    spec_path.write_text("stage: sft\nfinetuning_type: lora\ndataset_dir: ONLINE\n")
+    spec = load(spec_path)
+    targets = {n: r.target for n, r in remotes.items()}
+    with pytest.raises(RadeonlabError) as err:
+        multinode.submit_nodes(
+            spec, spec_path, "inv.py", targets, "ws1,ws2", 2, allow_shared=False, say=lambda _m: None,
+            progress_bar=runner.no_progress,
+        )  # fmt: skip
+    message = str(err.value)
+    assert "\n" not in message and message.endswith(
+        f"a node did not start, every node cancelled: ws2: failed ({busy['reason']})"
+    )
+    for rank, (name, remote) in enumerate(remotes.items()):
+        paths = JobPaths.for_job(records[name]["jobs_dir"], message.split(":")[0])
+        job = json.loads(remote.writes[str(paths.job)])
+        assert job["nodes"]["rank"] == rank and "remedies" in job and job["env"]["NODE_RANK"] == str(rank)
+        assert str(paths.config_json) in remote.writes  # the supervisor's first config
+        python = launch.LAUNCH_DEFAULTS["host_python"]
+        assert any(a[:2] == [python, "-c"] for a in remote.runs)  # the supervisor's code installed
+        starts = [a for a in remote.runs if a[:2] == ["sh", "-c"] and "launcher.py" in a[2]]
+        assert len(starts) == 1 and "--no-queue" in starts[0][2]
+        assert launch.cancel_argv(paths) in remote.runs  # both ranks cancelled

@@ -11,11 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from jobs import runner
+from jobs import spec as spec_module
 from jobs.cli import main
 from jobs.errors import NotProvisionedError, RadeonlabError
 from jobs.hostrecord import blobs_dir, read_host_record
-from jobs.hosts import HostTarget, InventoryError
-from jobs.spec import Placement
+from jobs.hosts import HostTarget, InventoryError, load_inventory
 from jobs.transport import RunResult
 from tests.sandbox import demodata
 from tests.sandbox.demo import sparkline, write_spec
@@ -97,12 +97,31 @@ def test_a_current_host_record_is_read() -> None:
     assert blobs_dir(got) == "/h/radeonlab/blobs"
 
 
-def test_pick_host_needs_a_choice_among_several() -> None:
-    targets = {n: HostTarget(name=n, hostname="127.0.0.1") for n in ("a", "b")}
-    assert runner.pick_host(targets, "b", Placement()).name == "b"
-    assert runner.pick_host({"a": targets["a"]}, None, Placement()).name == "a"
-    with pytest.raises(InventoryError, match="pass --host"):
-        runner.pick_host(targets, None, Placement())
+CLOSED_HOSTS = (
+    'hosts = [("a", {"ssh_hostname": "127.0.77.250", "ssh_port": 1, "ssh_user": "lab"}),\n'
+    '         ("b", {"ssh_hostname": "127.0.77.251", "ssh_port": 1, "ssh_user": "lab"})]\n'
+)  # two hosts that listen nowhere: what submit does is visible in which one it tries to reach
+
+
+def test_submit_places_among_several_hosts_unless_one_is_named(tmp_path: Path) -> None:
+    """The real path (runner.choose_host): --host goes to that host only; without it placement judges
+    every host, one line each, and names why none fits."""
+    spec = write_spec(tmp_path, {"model_name_or_path": "Qwen/Qwen2.5-0.5B", "max_steps": 5})
+    demodata.write_dataset(tmp_path / "data")
+    inventory = tmp_path / "two.py"
+    inventory.write_text(CLOSED_HOSTS)
+    named = invoke("submit", str(spec), "-i", str(inventory), "--host", "b")
+    assert named.exit_code == 1
+    assert named.stderr.strip().splitlines() == [
+        "radeonlab: error: cannot reach b (127.0.77.251:1): Connection refused"
+    ]
+    placed = invoke("submit", str(spec), "-i", str(inventory))
+    lines = placed.stderr.strip().splitlines()
+    assert placed.exit_code == 1
+    assert [ln.split(":")[1].strip() for ln in lines[:2]] == ["a", "b"]  # each host judged
+    assert lines[-1].startswith("radeonlab: error: no host fits this job: a: rejected: unreachable"), lines
+    with pytest.raises(InventoryError, match="unknown host 'c'"):
+        runner.choose_host(load_inventory(inventory), "c", spec_module.load(spec), print)
 
 
 def test_dataset_files_are_the_ones_the_spec_trains_on(tmp_path: Path) -> None:

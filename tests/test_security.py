@@ -47,10 +47,7 @@ HOSTILE_STEM = "my job; $(touch pwned) 'q' \"dq\" `touch pwned2` é"
 FILE_OPS = ("put", "template", "directory", "file", "link", "download", "sync", "copy")
 OWNERSHIP = ("user", "group", "mode")
 # Known defects, reported: tests that show them are xfail(strict) so a fix is noticed.
-FILE_OP_DEFECTS = {
-    "roles/python_stack/__init__.py:files.directory": "creates the venv parent and jobs dir with _sudo_user "
-    "but no explicit user/group/mode (owner and mode come from the login user's umask)",
-}
+FILE_OP_DEFECTS: dict[str, str] = {}
 
 
 # --- from the source: no sudo in the job runner, explicit owners and modes in the deploy ------------------
@@ -126,6 +123,8 @@ def test_provisioned_files_have_the_owners_and_modes_of_the_contract(lab: Lab) -
         assert (user, group, mode) == ("root", "root", "644"), line
     owners = lab.host.exec(f"find {LAB_HOME} -maxdepth 1 -printf '%p %u\\n'").stdout.splitlines()
     assert owners and all(line.endswith(" lab") for line in owners), owners
+    dirs = lab.host.exec(["stat", "-c", "%U %G %a", LAB_HOME, JOBS_DIR]).stdout.split("\n")
+    assert dirs[:2] == ["lab lab 755", "lab lab 750"], dirs  # the venv's parent; the jobs (users' data)
 
 
 def _inventory_with_known_hosts(lab: Lab, known: Path) -> Path:
@@ -214,28 +213,23 @@ def test_secrets_are_never_on_a_command_line(lab: Lab, secret_job: dict) -> None
         assert secret not in secret_job["cmdlines"], "a process on the host has it in its argv"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="jobs/runner.py submit writes the spec's radeonlab.env (tokens included) into job.json "
-    "(and the local SQLite) instead of sending secrets through env.secret",
-)
 def test_secrets_are_in_no_record_log_or_cache(lab: Lab, secret_job: dict) -> None:
     job_dir = f"{JOBS_DIR}/{secret_job['id']}"
     leaks = lab.host.exec(
         ["grep", "-rlF", "-e", SECRET_IN_SPEC, "-e", SECRET_ON_LAPTOP, job_dir, "/tmp"], check=False
     ).stdout
     assert leaks == "", f"on the host: {leaks}"
+    record = json.loads(lab.host.exec(["cat", f"{job_dir}/job.json"]).stdout)
+    assert record["secret_names"] == ["HF_TOKEN", SPEC_SECRET_NAME]  # the names only, to resume with
+    assert SPEC_SECRET_NAME not in record["env"]
+    gone = lab.host.exec(["test", "-e", f"{job_dir}/env.secret"], check=False).returncode != 0
+    assert gone  # read and deleted by the launcher before training started
     home = Path(lab.env["RADEONLAB_HOME"])
     for path in (p for p in home.rglob("*") if p.is_file()):
         data = path.read_bytes()
         assert SECRET_IN_SPEC.encode() not in data and SECRET_ON_LAPTOP.encode() not in data, path
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="jobs/runner.py submit does not forward HF_TOKEN from the laptop's environment to the job "
-    "(launch.write_secret_argv / env.secret exist but submit sends no laptop secrets)",
-)
 def test_the_laptops_hf_token_reaches_the_training_process(secret_job: dict) -> None:
     assert f"HF_TOKEN={SECRET_ON_LAPTOP}" in secret_job["environ"]
 

@@ -17,6 +17,15 @@ A job whose GPU is busy waits in line here (state `queued`, FIFO per GPU by subm
 process is this detached launcher, so the queue needs no laptop. Once it holds the GPU, the supervisor shipped
 in <job>/host (jobs/remote/supervisor.py: health checks, remedies, attempts) runs the training; this file's
 top level stays stdlib-only because the laptop's probes load it to ask whether a job's processes live.
+
+Secrets (HF_TOKEN, API keys: jobs/secrets.py) are never in argv, job.json or any log. The laptop writes them
+on stdin into <job>/env.secret (a JSON object, mode 0600); `run` reads that file and deletes it FIRST, before
+it waits in line or checks anything else, so no secret stays on the host's disk while the job waits or runs.
+From then on they live in this process's memory only: the environment built from them is kept by the
+supervisor and copied into every attempt it starts (remedy retries, fresh or from a checkpoint). A
+`radeonlab resume` starts a NEW launcher, which has no memory of them: the laptop writes env.secret again
+before starting it (the names come from job.json `secret_names`, the values from the laptop's environment).
+A world- or group-readable env.secret is deleted and the job fails without using it.
 """
 
 from __future__ import annotations
@@ -323,6 +332,8 @@ def run(
     if job.get("gpus") is None and isinstance(job.get("gpu"), int):
         job["gpus"] = [job["gpu"]]
     started = now()
+    # read and deleted before anything else: a queued or refused job must not leave secrets on disk
+    secrets, secret_problem = read_secrets(job_dir)
 
     def finish(state: str, exit_code: int | None, reason: str | None, **extra: object) -> int:
         write_json_atomic(
@@ -342,6 +353,8 @@ def run(
     if resume:  # `radeonlab resume` of a cancelled job: the old request is done with
         with contextlib.suppress(FileNotFoundError):
             os.unlink(os.path.join(job_dir, CANCEL_MARKER))
+    if secret_problem:
+        return finish("failed", None, secret_problem)
     if os.path.exists(os.path.join(job_dir, CANCEL_MARKER)):
         return finish("cancelled", None, "cancelled before it started")
     locks_dir = locks_dir or os.path.join(os.path.dirname(os.path.dirname(job_dir)), "locks")
@@ -350,11 +363,8 @@ def run(
         return finish("cancelled", None, refusal)
     if refusal:
         return finish("failed", EXIT_LOCKED, refusal + "; submit with --allow-shared to share it")
-    secrets, problem = read_secrets(job_dir)
-    if problem:
-        return finish("failed", None, problem)
     argv = [os.path.join(venv, "bin", "llamafactory-cli"), "train", os.path.join(job_dir, CONFIG)]
-    env = child_env(job_dir, job, secrets)
+    env = child_env(job_dir, job, secrets)  # held by the supervisor for every attempt (module docstring)
     secrets.clear()
     supervisor = load_supervisor(job_dir)
     if supervisor is not None:

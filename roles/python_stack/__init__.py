@@ -11,7 +11,7 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.facts.deb import DebPackages
-from pyinfra.facts.server import Home, LinuxDistribution, User
+from pyinfra.facts.server import Home, LinuxDistribution, User, Users
 from pyinfra.operations import apt, files, pip
 
 from roles.python_stack import plan
@@ -20,11 +20,15 @@ from roles.python_stack.facts import InstalledDistributions, PythonVersion
 from roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
 
 TEMPLATES = Path(__file__).parent / "templates"
+# Modes of the folders the role creates, owned by the training user and its primary group. The jobs dir
+# holds users' datasets, models and adapters: nobody outside the training user's group reads it.
+DIRECTORY_MODES: dict[str, str] = {"venv_parent": "755", "jobs_dir": "750"}
 
 
 @dataclass(frozen=True)
 class StackPaths:
     user: str
+    group: str  # the training user's primary group
     home: str
     venv: str  # absolute
     jobs_dir: str  # absolute
@@ -42,11 +46,12 @@ def stack_paths() -> StackPaths:
     home = host.get_fact(Home, user=user)
     if not home or home.startswith("~"):
         raise DeployError(f"{host.name}: training user {user!r} does not exist (python_stack_user)")
+    group = (host.get_fact(Users).get(user) or {}).get("group") or user
     venv = plan.expand_home(str(host.data.get("python_stack_venv", DEFAULTS["python_stack_venv"])), home)
     jobs = plan.expand_home(
         str(host.data.get("python_stack_jobs_dir", DEFAULTS["python_stack_jobs_dir"])), home
     )
-    return StackPaths(user, home, venv, jobs)
+    return StackPaths(user, group, home, venv, jobs)
 
 
 def settings() -> dict[str, Any]:
@@ -63,8 +68,19 @@ def install_python_stack(sources: Mapping[str, Any] | None = None) -> None:
 
     python = _ensure_python(data)
 
-    for path in (str(Path(paths.venv).parent), paths.jobs_dir):
-        files.directory(name=f"Create {path}", path=path, present=True, **as_user)
+    for path, mode in (
+        (str(Path(paths.venv).parent), DIRECTORY_MODES["venv_parent"]),
+        (paths.jobs_dir, DIRECTORY_MODES["jobs_dir"]),
+    ):
+        files.directory(
+            name=f"Create {path}",
+            path=path,
+            present=True,
+            user=paths.user,
+            group=paths.group,
+            mode=mode,
+            **as_user,
+        )
     pip.venv(name=f"Create the venv {paths.venv}", path=paths.venv, python=python, **as_user)
 
     installed = host.get_fact(
