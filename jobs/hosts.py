@@ -4,11 +4,18 @@ The inventory is loaded by pyinfra's own loader (`pyinfra_cli.inventory.make_inv
 data, group data, `group_data/` folders and data precedence behave exactly as in `pyinfra inventories/home.py
 deploy/setup.py`. Each host becomes a `HostTarget`: what `jobs.transport.connect` needs, and nothing read
 from ~/.ssh/config.
+
+The loader runs in a child process (`python -m jobs.hosts --dump FILE`, JSON out): importing `pyinfra_cli`
+monkey-patches the whole process for gevent, which turns the job runner's threads (transfers, fleet's
+per-host deadline) into greenlets and deadlocks threads that were started before the import.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import json
+import subprocess
+import sys
 import traceback
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -106,33 +113,42 @@ def load_inventory(path: str | Path) -> dict[str, HostTarget]:
 
     Raises InventoryError with a one-line message (file:line for errors in the file itself).
     """
-    # Imported here: pyinfra's CLI package is heavy and only this function needs it.
-    from pyinfra.api import State
-    from pyinfra.context import ctx_state
-    from pyinfra_cli import util as pyinfra_cli_util
-    from pyinfra_cli.exceptions import UnexpectedExternalError
-    from pyinfra_cli.inventory import make_inventory_from_files
-
     inventory_file = Path(path)
     if not inventory_file.is_file():
         # pyinfra would read a missing file name as a comma-separated host list; we want a file.
         raise InventoryError(f"{inventory_file}: no such inventory file")
-    filename = str(inventory_file)
-    # pyinfra caches compiled files by name for the process; drop it so an edited file is read again.
-    pyinfra_cli_util.PYTHON_CODES.pop(filename, None)
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs.hosts", "--dump", str(inventory_file)], capture_output=True, text=True
+    )
+    try:
+        dumped = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise InventoryError(f"{inventory_file}: the inventory loader failed: {tail}") from None
+    if "error" in dumped:
+        raise InventoryError(dumped["error"])
+    base = inventory_file.resolve().parent
+    return {name: _target(name, groups, data, base) for name, groups, data in dumped["hosts"]}
+
+
+def _dump(filename: str) -> dict[str, Any]:
+    """Run pyinfra's inventory loader on `filename` (in the child process): hosts, or a one-line error."""
+    from pyinfra.api import State
+    from pyinfra.context import ctx_state
+    from pyinfra_cli.exceptions import UnexpectedExternalError
+    from pyinfra_cli.inventory import make_inventory_from_files
+
     try:
         # pyinfra's file loader records the file being executed on the current State, as its CLI sets up.
         with ctx_state.use(State()):
             inventory = make_inventory_from_files(filename)
     except UnexpectedExternalError as exc:
-        raise InventoryError(_one_line_error(exc.exception, filename)) from None
+        return {"error": _one_line_error(exc.exception, filename)}
     except SyntaxError as exc:
-        raise InventoryError(_one_line_error(exc, filename)) from None
+        return {"error": _one_line_error(exc, filename)}
     except Exception as exc:  # pyinfra's own errors (bad connector, bad group) name no line
-        raise InventoryError(f"{filename}: {type(exc).__name__}: {exc}") from None
-
-    base = inventory_file.resolve().parent
-    return {host.name: _target(host.name, host.groups, host.data.dict(), base) for host in inventory}
+        return {"error": f"{filename}: {type(exc).__name__}: {exc}"}
+    return {"hosts": [[host.name, list(host.groups), host.data.dict()] for host in inventory]}
 
 
 def select_hosts(targets: Mapping[str, HostTarget], limit: str | Iterable[str] | None) -> list[HostTarget]:
@@ -170,3 +186,7 @@ def known_names(targets: Mapping[str, HostTarget]) -> str:
     groups = sorted({g for t in targets.values() for g in t.groups})
     hosts = ", ".join(targets) or "(none)"
     return f"known hosts: {hosts}" + (f"; groups: {', '.join(groups)}" if groups else "")
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--dump"]:
+    print(json.dumps(_dump(sys.argv[2]), default=str))

@@ -1,9 +1,9 @@
 """One provisioned SIMULATED workstation shared by the hardening suites (tests/test_faults.py,
 tests/test_security.py), and the small helpers they share.
 
-Provisioning costs the most in CI, so the host `hd1` is provisioned once per session: the first module that
-asks runs deploy/setup.py on a fresh host; a later module finds the host still there and provision_host
-re-runs the deploy as a no-op (a few seconds). The host is left for the session's sandbox teardown.
+Provisioning costs the most in CI, so these suites use the session's shared trainer host
+(tests/sandbox/provision.py `shared_trainer`, also used by the job e2e modules): provisioned by the first
+module that asks, a no-op re-run (a few seconds) for the later ones, left for the session's teardown.
 The tiny model (random weights, a stand-in) and the demo data are built once per session too.
 """
 
@@ -25,11 +25,11 @@ from jobs.hosts import HostTarget, load_inventory
 from tests.sandbox import demodata, tinymodel
 from tests.sandbox.demo import write_spec
 from tests.sandbox.hosts import Sandbox, SandboxHost
-from tests.sandbox.provision import provision_host
+from tests.sandbox.provision import SHARED_TRAINER, shared_trainer
 
 REPO = Path(__file__).resolve().parent.parent
 INVENTORY = str(REPO / "inventories/sandbox.py")
-HOST = "hd1"
+HOST = SHARED_TRAINER
 LAB_HOME = "/home/lab/radeonlab"
 JOBS_DIR = f"{LAB_HOME}/jobs"
 BLOBS_DIR = f"{LAB_HOME}/blobs"
@@ -53,14 +53,12 @@ class Lab:
 
 
 def shared_lab(sandbox: Sandbox, work: Path) -> Lab:
-    """The session's provisioned host hd1 (created and provisioned on first use, re-provisioned after)."""
+    """The session's shared trainer host (created and provisioned on first use, re-provisioned after)."""
     lab = _SHARED.get(str(sandbox.state_dir))
     if lab is not None and lab.host.is_running():
-        if not sshd_answers(lab.host):  # a fault test may have left it stopped
-            lab.host.start_sshd()
-        lab.provision_s = provision_host(sandbox, HOST, "rx7900xtx").seconds  # no-op re-run: cheap
+        lab.provision_s = shared_trainer(sandbox).seconds  # no-op re-run: cheap
         return lab
-    provisioned = provision_host(sandbox, HOST, "rx7900xtx")
+    provisioned = shared_trainer(sandbox)
     data = demodata.write_dataset(work / "data")
     tinymodel.build_model(work / "tiny-llama", data)
     env = {"RADEONLAB_SANDBOX_DIR": str(sandbox.state_dir), "RADEONLAB_HOME": str(work / "laptop")}
@@ -70,7 +68,7 @@ def shared_lab(sandbox: Sandbox, work: Path) -> Lab:
 
 
 def host_target(lab: Lab) -> HostTarget:
-    """hd1 as the job runner sees it, from inventories/sandbox.py pointed at this sandbox."""
+    """The shared host as the job runner sees it, from inventories/sandbox.py pointed at this sandbox."""
     with mock.patch.dict(os.environ, lab.env):
         return load_inventory(INVENTORY)[HOST]
 

@@ -1,4 +1,4 @@
-"""Faults on ONE provisioned SIMULATED workstation (tests/faultlab.py's hd1, shared with test_security).
+"""Faults on ONE provisioned SIMULATED workstation (tests/faultlab.py's shared trainer host).
 
 Each test breaks something for real while radeonlab works: sshd stopped (and the open sessions killed by
 pid) in the middle of an upload and of a fetch, the content store's disk full, the training process

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,15 @@ def test_project_sandbox_inventory_loads(tmp_path: Path, monkeypatch: pytest.Mon
         "/k/known_hosts",
     )
     assert ws1.data["sandbox_card"] == "rx7900xtx"
+
+
+def test_loading_an_inventory_leaves_this_process_unpatched(tmp_path: Path) -> None:
+    """pyinfra_cli monkey-patches for gevent on import: the job runner's threads must stay threads."""
+    import socket
+    import threading
+
+    inventory = tmp_path / "inv.py"
+    inventory.write_text('workstations = [("ws1", {"ssh_hostname": "127.0.0.1"})]\n')
+    assert list(load_inventory(inventory)) == ["ws1"]
+    assert "pyinfra_cli" not in sys.modules
+    assert threading.Lock.__module__ != "gevent.thread" and socket.socket.__module__ == "socket"

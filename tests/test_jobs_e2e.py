@@ -29,13 +29,13 @@ from jobs.metrics import parse_line
 from tests.sandbox import demodata, tinymodel
 from tests.sandbox.demo import write_spec
 from tests.sandbox.hosts import Sandbox, SandboxHost
-from tests.sandbox.provision import provision_host
+from tests.sandbox.provision import SHARED_TRAINER, shared_trainer
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parent.parent
 INVENTORY = str(REPO / "inventories/sandbox.py")
-HOST = "jr1"
+HOST = SHARED_TRAINER
 JOBS_DIR = "/home/lab/radeonlab/jobs"
 BLOBS_DIR = "/home/lab/radeonlab/blobs"
 DEMO_STEPS = 60  # enough for a clear fall of the loss, a few seconds of CPU
@@ -57,7 +57,7 @@ class Lab:
 
 @pytest.fixture(scope="module")
 def lab(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    provisioned = provision_host(sandbox, HOST, "rx7900xtx")
+    provisioned = shared_trainer(sandbox)
     print(f"\nprovisioned {HOST} in {provisioned.seconds:.1f}s")
     work = tmp_path_factory.mktemp("jobs")
     spec = write_spec(work, {"max_steps": DEMO_STEPS})
@@ -65,10 +65,7 @@ def lab(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     data = demodata.write_dataset(work / "data")
     tinymodel.build_model(work / "tiny-llama", data)
     env = {"RADEONLAB_SANDBOX_DIR": str(sandbox.state_dir), "RADEONLAB_HOME": str(work / "laptop")}
-    try:
-        yield Lab(sandbox, provisioned.host, work, spec, long_spec, env, {})
-    finally:
-        sandbox.destroy_host(HOST)
+    yield Lab(sandbox, provisioned.host, work, spec, long_spec, env, {})
 
 
 def cli(lab: Lab, *args: str):

@@ -27,13 +27,13 @@ from jobs.metrics import parse_line
 from tests.sandbox import demodata, tinymodel
 from tests.sandbox.demo import write_spec
 from tests.sandbox.hosts import Sandbox, SandboxHost
-from tests.sandbox.provision import provision_host
+from tests.sandbox.provision import SHARED_TRAINER, shared_trainer
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parent.parent
 INVENTORY = str(REPO / "inventories/sandbox.py")
-HOST = "jh1"
+HOST = SHARED_TRAINER
 JOBS_DIR = "/home/lab/radeonlab/jobs"
 # The allocation failure: 64 rows of 4096 tokens under a 3 GiB address space (llamafactory-cpu.md section
 # 7 saw the same error at batch 64). Measured here: batch 32, 16 and 8 fail ("can't allocate memory"),
@@ -50,16 +50,13 @@ class Lab:
 
 @pytest.fixture(scope="module")
 def lab(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    provisioned = provision_host(sandbox, HOST, "rx7900xtx")
+    provisioned = shared_trainer(sandbox)
     print(f"\nprovisioned {HOST} in {provisioned.seconds:.1f}s")
     work = tmp_path_factory.mktemp("health")
     data = demodata.write_dataset(work / "data")
     tinymodel.build_model(work / "tiny-llama", data)
     env = {"RADEONLAB_SANDBOX_DIR": str(sandbox.state_dir), "RADEONLAB_HOME": str(work / "laptop")}
-    try:
-        yield Lab(provisioned.host, work, env)
-    finally:
-        sandbox.destroy_host(HOST)
+    yield Lab(provisioned.host, work, env)
 
 
 def cli(lab: Lab, *args: str):

@@ -59,10 +59,6 @@ class Lab:
 
 @pytest.fixture(scope="module")
 def lab(sandbox: Sandbox) -> Iterator[Lab]:
-    # pyinfra's CLI package (which load_inventory imports) monkey-patches with gevent on import; patching a
-    # process whose web server thread already runs breaks its locks. Import it before that thread starts.
-    import pyinfra_cli  # noqa: F401
-
     # The fleet tests load inventories/sandbox.py, which reads this sandbox's state dir from the environment.
     saved_env = os.environ.get("RADEONLAB_SANDBOX_DIR")
     os.environ["RADEONLAB_SANDBOX_DIR"] = str(sandbox.state_dir)

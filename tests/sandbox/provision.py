@@ -71,3 +71,23 @@ def provision_hosts(
         tail = (done.stderr or "")[-3000:] if quiet else ""
         raise SandboxError(f"provisioning {', '.join(cards)} failed (exit {done.returncode}):\n{tail}")
     return {n: Provisioned(h, seconds) for n, h in hosts.items()}
+
+
+# One provisioned host shared by the end-to-end job modules of a test session (tests/test_jobs_e2e.py,
+# test_jobs_health_e2e.py, faultlab.py): provisioning is the costly part of CI, a re-run on a provisioned
+# host is a no-op. Modules leave it for the session's sandbox teardown.
+SHARED_TRAINER = "lab1"
+
+
+def shared_trainer(sandbox: Sandbox, card: str = "rx7900xtx") -> Provisioned:
+    """The session's shared host, provisioned on first use; later users get it reachable and idle."""
+    host = sandbox.hosts.get(SHARED_TRAINER)
+    if host is not None:
+        if not host.is_running():
+            host.start()
+        else:
+            host.start_sshd()  # an earlier module may have left sshd stopped (fault tests)
+        # End what an earlier module left running: its jobs then read as failed ("process gone") and the
+        # GPU locks they held free up, so this module's jobs are not queued behind them.
+        host.exec(f"pkill -KILL -u {host.user} || true")
+    return provision_host(sandbox, SHARED_TRAINER, card)
