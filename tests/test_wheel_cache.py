@@ -173,3 +173,46 @@ def test_fleet_reports_stopped_and_silent_hosts_without_stalling(lab: Lab) -> No
     assert statuses["mute"].error == "no answer within 3 s", statuses["mute"]
     assert not statuses["wc-3"].reachable and "refused" in statuses["wc-3"].error.lower(), statuses["wc-3"]
     assert all(statuses[n].reachable for n in ("wc-cache", "wc-2")), statuses
+
+
+# --- placement and the hosts' queues on the same hosts ----------------------------------------------------
+PLACED_JOBS = 4
+PLACED_STEPS = 10
+PLACEMENT_DEADLINE_S = 600
+
+
+def test_jobs_without_a_host_go_where_they_fit_queue_and_all_finish(lab: Lab, tmp_path: Path) -> None:
+    """Four jobs that force bf16, submitted without --host by processes that then exit: placement never
+    picks the RX 6700 XT (no bf16), the hosts queue what they cannot run yet, and every job finishes."""
+    import re
+    import subprocess
+    import sys
+
+    from tests.sandbox import demodata, tinymodel
+    from tests.sandbox.demo import write_spec
+
+    spec = write_spec(tmp_path, {"max_steps": PLACED_STEPS, "save_steps": PLACED_STEPS})
+    spec.write_text(spec.read_text() + "bf16: true\n")
+    tinymodel.build_model(tmp_path / "tiny-llama", demodata.write_dataset(tmp_path / "data"))
+    env = {**os.environ, "RADEONLAB_SANDBOX_DIR": str(lab.sandbox.state_dir), "RADEONLAB_HOME": str(tmp_path)}
+    radeonlab = str(Path(sys.executable).with_name("radeonlab"))
+    placed: dict[str, str] = {}
+    for _ in range(PLACED_JOBS):
+        done = subprocess.run(
+            [radeonlab, "submit", str(spec), "-i", str(INVENTORY)], capture_output=True, text=True, env=env
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        job_id, host = re.search(r"submitted (\S+) to (\S+):", done.stdout).groups()  # type: ignore[union-attr]
+        placed[job_id] = host
+    assert "wc-2" not in placed.values(), placed  # the RX 6700 XT has no bf16
+    assert len(set(placed.values())) < PLACED_JOBS, placed  # at least one host holds two: one waits
+    deadline = time.monotonic() + PLACEMENT_DEADLINE_S
+    while True:
+        listed = subprocess.run(
+            [radeonlab, "list", "-i", str(INVENTORY), "--json"], capture_output=True, text=True, env=env
+        )
+        states = {r["id"]: r["state"] for r in json.loads(listed.stdout) if r["id"] in placed}
+        if all(states.get(j) == "succeeded" for j in placed) or time.monotonic() > deadline:
+            break
+        time.sleep(5)
+    assert all(states.get(j) == "succeeded" for j in placed), states
