@@ -32,8 +32,8 @@ SECTIONS = ("@record", "@readings", "@jobs")
 # Runs under the host's python3 with the host record's path: what the jobs folder holds, as one JSON line.
 # A job whose state.json says running but whose processes are gone is "stale" (the host rebooted or the
 # launcher was killed); `radeonlab status` records it as failed, fleet only reports it.
-_JOBS_PY = f"""
-import json, os, sys
+# Host-side helper shared by the probes (fleet's and placement's): is this pid a live process?
+HOST_PY_ALIVE = """
 def alive(pid):
     if not pid:
         return False
@@ -44,7 +44,10 @@ def alive(pid):
     except (PermissionError, ValueError):
         return isinstance(pid, int)
     return True
-try:
+"""
+_JOBS_PY = f"""
+import json, os, sys
+{HOST_PY_ALIVE}try:
     jobs_dir = json.load(open(sys.argv[1]))["jobs_dir"]
 except Exception as e:
     print(json.dumps({{"error": "no jobs_dir in the host record (%s)" % type(e).__name__}}))

@@ -48,17 +48,7 @@ PRECISION_KEYS = ("bf16", "fp16", "pure_bf16")
 # JSON line {"0": 2, "cpu": 1}. A job that says running but whose processes are gone does not count.
 _QUEUE_PY = f"""
 import json, os, sys
-def alive(pid):
-    if not pid:
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, ValueError):
-        return isinstance(pid, int)
-    return True
-def load(path):
+{fleet.HOST_PY_ALIVE}def load(path):
     try:
         with open(path) as f:
             return json.load(f)
