@@ -119,8 +119,10 @@ def test_nan_is_stopped_and_the_ladder_reaches_a_finite_loss(lab: Lab) -> None:
     job = job_json(lab, job_id)
     attempts = job["attempts"]
     assert [a["state"] for a in attempts] == ["stopped", "stopped", "succeeded"]
-    for a in attempts[:2]:  # stopped within a few logged steps of the first NaN (LF would have run on)
-        assert a["exit_code"] == 128 + signal.SIGTERM and a["last_step"] <= 5, a
+    # Stopped within a few logged steps of the first NaN, well before LLaMA-Factory would have run on to
+    # max_steps 12 and exited 0 (the margin covers the supervisor's poll on a fast, quiet machine).
+    for a in attempts[:2]:
+        assert a["exit_code"] == 128 + signal.SIGTERM and a["last_step"] <= 8, a
         assert a["reason"].startswith("nan at step")
     assert attempts[1]["changes"] == {"flash_attn": ["auto", "disabled"]}
     assert attempts[2]["changes"] == {"learning_rate": [1e30, 5e-05]}

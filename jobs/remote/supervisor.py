@@ -34,7 +34,7 @@ from jobs import health, metrics, remedies
 from jobs.record import Attempt, JobRecord, attempt_line
 
 SUPERVISE: dict[str, float] = {
-    "poll_s": 1.0,  # how often a running attempt's logs are read
+    "poll_s": 0.25,  # how often a running attempt's logs are read (a local file tail: cheap)
     "stop_grace_s": 10.0,  # a NaN run gets SIGTERM, then SIGKILL after this long
     "log_tail_bytes": 1 << 20,  # how much of an attempt's train.log the final diagnosis reads
 }
