@@ -211,19 +211,27 @@ def _one_line(text: str) -> str:
 
 
 def probe_host(
-    target: HostTarget, timeout: float, opened: Callable[[Remote], None] = lambda r: None
+    target: HostTarget,
+    timeout: float,
+    opened: Callable[[Remote], None] = lambda r: None,
+    *,
+    script: Callable[[], str] | None = None,
+    parse: Callable[[str, str], HostStatus] | None = None,
 ) -> HostStatus:
-    """Connect, run the probe script once, parse. Never raises for a host problem: it becomes the row."""
+    """Connect, run the probe script once, parse. Never raises for a host problem: it becomes the row.
+
+    `script`/`parse` default to fleet's; placement passes its own (fleet's plus a queue section).
+    """
     start = time.monotonic()
     record_path = str(target.data.get("verify_record_path", VERIFY_DEFAULTS["verify_record_path"]))
     try:
         with connect(target) as remote:
             opened(remote)
             left = max(0.1, timeout - (time.monotonic() - start))
-            result = remote.run_script(probe_script(), [record_path], check=False, timeout=left)
+            result = remote.run_script((script or probe_script)(), [record_path], check=False, timeout=left)
     except TransportError as exc:
         return HostStatus(target.name, False, _one_line(str(exc)), seconds=time.monotonic() - start)
-    status = parse_probe(target.name, result.stdout)
+    status = (parse or parse_probe)(target.name, result.stdout)
     status.seconds = round(time.monotonic() - start, 3)
     return status
 

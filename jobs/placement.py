@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +35,6 @@ from jobs.state import JobState
 
 PLACEMENT_DEFAULTS: dict[str, Any] = {
     "timeout_s": fleet.FLEET_DEFAULTS["timeout_s"],  # per host, as `radeonlab fleet`
-    "record_path": "/etc/radeonlab/host.json",  # = roles/verify/defaults.py verify_record_path
 }
 GB = 10**9  # min_vram_gb is in decimal GB (what card makers print); messages show GiB beside it
 GIB = 2**30
@@ -306,22 +304,7 @@ def probe_host(
     target: HostTarget, timeout: float, opened: Callable[..., None] = lambda r: None
 ) -> fleet.HostStatus:
     """fleet.probe_host with placement's script; never raises for a host problem."""
-    from jobs.transport import TransportError, connect
-
-    start = time.monotonic()
-    record_path = str(target.data.get("verify_record_path", PLACEMENT_DEFAULTS["record_path"]))
-    try:
-        with connect(target) as remote:
-            opened(remote)
-            left = max(0.1, timeout - (time.monotonic() - start))
-            result = remote.run_script(probe_script(), [record_path], check=False, timeout=left)
-    except TransportError as exc:
-        return fleet.HostStatus(
-            target.name, False, fleet._one_line(str(exc)), seconds=time.monotonic() - start
-        )
-    status = parse_probe(target.name, result.stdout)
-    status.seconds = round(time.monotonic() - start, 3)
-    return status
+    return fleet.probe_host(target, timeout, opened, script=probe_script, parse=parse_probe)
 
 
 def to_candidate(target: HostTarget, status: fleet.HostStatus) -> Candidate:
