@@ -37,8 +37,8 @@ HOST = SHARED_TRAINER
 JOBS_DIR = "/home/lab/radeonlab/jobs"
 # The allocation failure: 64 rows of 4096 tokens under a 3 GiB address space (llamafactory-cpu.md section
 # 7 saw the same error at batch 64). Measured here: batch 32, 16 and 8 fail ("can't allocate memory"),
-# batch 4 trains. So batch 8 fails once and the halved batch (4, accumulation x2) completes.
-OOM = {"address_space_gb": 3, "cutoff_len": 4096, "rows": 64, "words": 4200, "batch": 8}
+# batch 4 trains (batch 8 once passed in CI): start at 16 so the ladder always has to halve at least once.
+OOM = {"address_space_gb": 3, "cutoff_len": 4096, "rows": 64, "words": 4200, "batch": 16}
 
 
 @dataclass
@@ -160,16 +160,22 @@ def test_a_real_allocation_failure_halves_the_batch_and_keeps_the_effective_batc
     print(f"\nOOM job: submit to end {time.monotonic() - t0:.1f}s")
     assert watched.exit_code == 0, watched.output
     job = job_json(lab, job_id)
-    first, second = job["attempts"]
-    assert first["state"] == "failed" and "DefaultCPUAllocator: can't allocate memory" in first["reason"]
-    half = OOM["batch"] // 2
-    assert second["changes"] == {"per_device_train_batch_size": [OOM["batch"], half],
-                                 "gradient_accumulation_steps": [1, 2]}  # fmt: skip
-    assert second["state"] == "succeeded" and job["result"]["attempt"] == 2
+    # Where exactly the allocations start to fit varies a little between runs and machines: batch 16 always
+    # fails under this limit, batch 4 always trains; each attempt in between halves the batch again.
+    attempts = job["attempts"]
+    assert len(attempts) >= 2 and attempts[-1]["state"] == "succeeded", attempts
+    assert job["result"]["attempt"] == len(attempts)
+    batch, accum = OOM["batch"], 1
+    for failed, retry in zip(attempts, attempts[1:], strict=False):
+        assert failed["state"] == "failed", failed
+        assert "DefaultCPUAllocator: can't allocate memory" in failed["reason"], failed
+        assert retry["changes"] == {"per_device_train_batch_size": [batch, batch // 2],
+                                    "gradient_accumulation_steps": [accum, accum * 2]}  # fmt: skip
+        batch, accum = batch // 2, accum * 2
     config = on_host(lab, job_id, "config.yaml")
-    batch = int(config_value(config, "per_device_train_batch_size"))
-    accum = int(config_value(config, "gradient_accumulation_steps"))
-    assert (batch, accum) == (half, 2) and batch * accum == OOM["batch"]  # effective batch unchanged
+    on_disk = (int(config_value(config, "per_device_train_batch_size")),
+               int(config_value(config, "gradient_accumulation_steps")))  # fmt: skip
+    assert on_disk == (batch, accum) and batch * accum == OOM["batch"]  # effective batch unchanged
     assert "can't allocate memory" in on_host(lab, job_id, "train.log")
 
 
