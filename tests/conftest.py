@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +72,25 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if _TIMINGS:
         shown = ", ".join(f"{k} {v:.2f}s" for k, v in _TIMINGS.items())
         terminalreporter.write_line(f"sandbox timings (first of each): {shown}")
+
+
+def inventory_target(sandbox: Sandbox, host: SandboxHost, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+    """`host` as the job runner sees it: through the project's own sandbox inventory file."""
+    from jobs.hosts import load_inventory
+
+    monkeypatch.setenv("RADEONLAB_SANDBOX_DIR", str(sandbox.state_dir))
+    return load_inventory(Path(__file__).resolve().parents[1] / "inventories" / "sandbox.py")[host.name]
+
+
+def module_host(name: str):  # noqa: ANN201
+    """A module-scoped fixture: one bare sandbox host called `name`, destroyed after the module."""
+
+    @pytest.fixture(scope="module")
+    def host(sandbox: Sandbox) -> Iterator[SandboxHost]:
+        made = sandbox.create_host(name)
+        try:
+            yield made
+        finally:
+            sandbox.destroy_host(made.name)
+
+    return host

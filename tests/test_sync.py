@@ -7,30 +7,23 @@ from pathlib import Path
 
 import pytest
 
-from jobs.hosts import HostTarget, load_inventory
+from jobs.hosts import HostTarget
 from jobs.sync import SyncError, fetch_files, upload_files
 from jobs.transport import connect, sha256_file
+from tests.conftest import inventory_target, module_host
 
-INVENTORY = Path(__file__).resolve().parents[1] / "inventories" / "sandbox.py"
 BLOBS = "/home/lab/radeonlab/blobs"
 JOBS = "/home/lab/radeonlab/jobs"
 
 pytestmark = pytest.mark.sandbox
 
 
-@pytest.fixture(scope="module")
-def host(sandbox):  # noqa: ANN001, ANN201 - the Sandbox/SandboxHost types live in tests.sandbox
-    made = sandbox.create_host("xsync")
-    try:
-        yield made
-    finally:
-        sandbox.destroy_host(made.name)
+host = module_host("xsync")
 
 
 @pytest.fixture
 def target(host, sandbox, monkeypatch: pytest.MonkeyPatch) -> HostTarget:  # noqa: ANN001
-    monkeypatch.setenv("RADEONLAB_SANDBOX_DIR", str(sandbox.state_dir))
-    return load_inventory(INVENTORY)[host.name]
+    return inventory_target(sandbox, host, monkeypatch)
 
 
 @pytest.fixture

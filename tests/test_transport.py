@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.hosts import HostTarget, load_inventory
+from jobs.hosts import HostTarget
 from jobs.transport import (
     ChangedHostKeyError,
     RemoteCommandError,
@@ -28,8 +28,8 @@ from jobs.transport import (
     quote_argv,
     sha256_file,
 )
+from tests.conftest import inventory_target, module_host
 
-INVENTORY = Path(__file__).resolve().parents[1] / "inventories" / "sandbox.py"
 HOSTILE = [
     "plain",
     "two words",
@@ -75,20 +75,12 @@ def test_env_prologue_exports_exact_values_and_rejects_bad_names() -> None:
 
 
 # --- against a sandbox host --------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def host(sandbox):  # noqa: ANN001, ANN201 - the Sandbox/SandboxHost types live in tests.sandbox
-    made = sandbox.create_host("xport")
-    try:
-        yield made
-    finally:
-        sandbox.destroy_host(made.name)
+host = module_host("xport")
 
 
 @pytest.fixture
 def target(host, sandbox, monkeypatch: pytest.MonkeyPatch) -> HostTarget:  # noqa: ANN001
-    """The host as the job runner sees it: through the project's own sandbox inventory file."""
-    monkeypatch.setenv("RADEONLAB_SANDBOX_DIR", str(sandbox.state_dir))
-    return load_inventory(INVENTORY)[host.name]
+    return inventory_target(sandbox, host, monkeypatch)
 
 
 @pytest.fixture
