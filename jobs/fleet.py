@@ -21,6 +21,7 @@ from jobs.hosts import HostTarget
 from jobs.readings import GpuReading, parse_readings_output, readings_script
 from jobs.state import JobState
 from jobs.transport import Remote, TransportError, connect
+from roles.gpu.cards import card_name
 from roles.verify.defaults import DEFAULTS as VERIFY_DEFAULTS
 from roles.verify.defaults import RECORD_SCHEMA
 
@@ -171,6 +172,23 @@ def _gpus(record: Mapping[str, Any] | None, readings: Sequence[GpuReading]) -> l
     return out
 
 
+def card_changes(entries: Sequence[Mapping[str, Any]], readings: Sequence[GpuReading]) -> str:
+    """Where the live card differs from the one the host record describes (by PCI device id), or "".
+
+    Records without device ids (older ones) and readings without them (no sysfs) compare as unchanged.
+    """
+    by_index = {r.index: r for r in readings}
+    out = []
+    for g in entries:
+        live = by_index.get(int(g["index"]))
+        if live is None or live.device_id is None or g.get("device_id") is None:
+            continue
+        if int(g["device_id"]) != live.device_id:
+            now = card_name(live.device_id, live.revision)
+            out.append(f"GPU {g['index']} was {g.get('name')}, is now {now}")
+    return "; ".join(out)
+
+
 def parse_probe(name: str, stdout: str) -> HostStatus:
     """A reachable host's row from the probe script's output."""
     sections = split_sections(stdout)
@@ -184,6 +202,9 @@ def parse_probe(name: str, stdout: str) -> HostStatus:
         except json.JSONDecodeError:
             loose = {}
     readings = parse_readings_output(sections.get("@readings", ""), loose.get("gpus") or ())
+    changed = card_changes(loose.get("gpus") or (), readings)
+    if record is not None and changed:  # provisioned for another card: wrong arch, override, record
+        record, note = None, f"card changed since provisioning: {changed}; re-run deploy/setup.py"
     status = HostStatus(
         host=name,
         reachable=True,

@@ -9,6 +9,7 @@ Two sources, parsed into the same GpuReading:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shlex
@@ -47,6 +48,8 @@ class GpuReading:
     temp_mem_c: float | None = None
     power_w: float | None = None
     vram_percent: float | None = None
+    device_id: int | None = None  # PCI id (sysfs only): is the card still the one the host record describes?
+    revision: int | None = None
     source: str = ""
 
     @property
@@ -136,6 +139,9 @@ def parse_sysfs_values(index: int, values: Mapping[str, str]) -> GpuReading:
     for field in ("vram_used", "vram_total"):
         value = _number(clean.get(f"mem_info_{field}", ""))
         setattr(reading, field, int(value) if value is not None else None)
+    for field, key in (("device_id", "device"), ("revision", "revision")):
+        with contextlib.suppress(KeyError, ValueError):  # absent or unreadable: unknown
+            setattr(reading, field, int(clean[key], 16))  # sysfs prints "0x744c"
     for key, value in clean.items():
         m = re.fullmatch(r"hwmon/temp(\d+)_input", key)
         if m and _number(value) is not None:
@@ -160,7 +166,7 @@ for dev in "$root"/class/drm/renderD*/device; do
   [ "$(tr -d '\\000' 2>/dev/null < "$dev/vendor")" = 0x1002 ] || continue
   minor=${{dev%/device}}; minor=${{minor##*renderD}}
   echo "@gpu $minor"
-  for f in "$dev"/mem_info_vram_total "$dev"/mem_info_vram_used \\
+  for f in "$dev"/device "$dev"/revision "$dev"/mem_info_vram_total "$dev"/mem_info_vram_used \\
            "$dev"/hwmon/hwmon*/temp*_input "$dev"/hwmon/hwmon*/temp*_label \\
            "$dev"/hwmon/hwmon*/power1_average "$dev"/hwmon/hwmon*/power1_input; do
     [ -r "$f" ] || continue

@@ -122,6 +122,47 @@ def test_readings_fill_vram_temperature_and_power() -> None:
     assert (gpu.vram_used, gpu.vram_total, gpu.temp_c, gpu.power_w) == (3 * GIB, 24 * GIB, 45.0, 35.0)
 
 
+def probe_output(record_gpu: dict, device: str, revision: str) -> str:
+    """A probe's output for a host whose record has `record_gpu` and whose live card has these PCI ids."""
+    rec = record("/nonexistent")
+    rec["gpus"] = [record_gpu]
+    return "\n".join(
+        [
+            "@record",
+            json.dumps(rec),
+            "@readings",
+            "@gpu 128",
+            f"device={device}",
+            f"revision={revision}",
+            f"mem_info_vram_total={12 * GIB}",
+            "@kfd 1 128",
+            "@jobs",
+            '{"running": [], "queued": 0, "stale": []}',
+        ]
+    )
+
+
+XTX = {"index": 0, "node": 1, "gfx": "gfx1100", "name": "AMD Radeon RX 7900 XTX", "vram_total": 24 * GIB}
+
+
+def test_a_card_swapped_since_provisioning_makes_the_host_not_provisioned() -> None:
+    # recorded for a 7900 XTX (0x744c rev 0xc8); the host now holds an RX 6700 XT (0x73df rev 0xc1)
+    recorded = {**XTX, "device_id": 0x744C, "revision": 0xC8}
+    status = parse_probe("ws1", probe_output(recorded, "0x73df", "0xc1"))
+    assert not status.provisioned
+    assert status.provisioned_note == (
+        "card changed since provisioning: GPU 0 was AMD Radeon RX 7900 XTX, is now AMD Radeon RX 6700 XT; "
+        "re-run deploy/setup.py"
+    )
+    same = parse_probe("ws1", probe_output(recorded, "0x744c", "0xc8"))
+    assert same.provisioned and same.provisioned_note == ""
+
+
+def test_a_record_without_device_ids_is_not_judged_by_them() -> None:
+    """Records written before device ids were recorded stay valid: no id, nothing to compare."""
+    assert parse_probe("ws1", probe_output(XTX, "0x73df", "0xc1")).provisioned
+
+
 def test_exit_code_is_one_when_any_host_is_unreachable() -> None:
     assert exit_code([HostStatus("a", True), HostStatus("b", True)]) == 0
     assert exit_code([HostStatus("a", True), HostStatus("b", False, "refused")]) == 1

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from jobs import fleet
+from tests.conftest import inventory_target
 from tests.sandbox import aptrepo, web, wheels
 from tests.sandbox.hosts import Sandbox, SandboxHost
 
@@ -156,7 +158,9 @@ def test_training_stack_runs_in_the_venv(provisioned: Provisioned) -> None:
     h.exec(f'{VENV}/bin/python -c "import torch, peft"', user="lab")  # check=True: raises on failure
 
 
-def test_swapping_a_card_rewrites_only_the_profile(provisioned: Provisioned) -> None:
+def test_swapping_a_card_rewrites_only_the_profile(
+    provisioned: Provisioned, monkeypatch: pytest.MonkeyPatch
+) -> None:
     h = provisioned.hosts["rx6700xt"]
     before = {
         p: (h.root / p).read_text()
@@ -174,6 +178,13 @@ def test_swapping_a_card_rewrites_only_the_profile(provisioned: Provisioned) -> 
         )
         assert exports((h.root / PROFILE).read_text()) == EXPECTED_ENV["rx9070xt"]
         assert {p: (h.root / p).read_text() for p in before} == before
+        # Swapped back without re-provisioning: the fleet (and so placement) sees the record is stale.
+        h.set_card("rx6700xt")
+        status = fleet.probe_host(inventory_target(provisioned.sandbox, h, monkeypatch), timeout=10)
+        assert status.reachable and not status.provisioned, status
+        assert status.provisioned_note.startswith(
+            "card changed since provisioning: GPU 0 was AMD Radeon RX 9070 XT, is now AMD Radeon RX 6700 XT"
+        ), status
     finally:
         h.set_card("rx6700xt")
 

@@ -22,6 +22,8 @@ def gpu_entry(gpu: Gpu) -> dict[str, Any]:
         "node": gpu.node,
         "gfx": gpu.gfx,
         "name": gpu.name,
+        "device_id": gpu.device_id,  # fleet and placement compare it with the live card
+        "revision": gpu.revision,
         "family": gpu.family,
         "vram_total": gpu.vram_total,
         "vram_used": gpu.vram_used,
