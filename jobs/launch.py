@@ -28,37 +28,42 @@ def launcher_source() -> str:
 
 
 def launcher_argv(
-    paths: JobPaths, venv: str, allow_shared: bool = False, *, resume: bool = False, queue: bool = True
+    paths: JobPaths,
+    venv: str,
+    allow_shared: bool = False,
+    *,
+    resume: bool = False,
+    queue: bool = True,
+    resume_max_step: int | None = None,
 ) -> list[str]:
     """The launcher's own command line (what runs inside the detached login shell).
 
-    resume: a new attempt from the newest complete checkpoint (`radeonlab resume`).
+    resume: a new attempt from the newest complete checkpoint (`radeonlab resume`), no later than
+    resume_max_step when given (multi-node: the newest checkpoint every node holds).
     queue=False: a busy GPU fails the start at once instead of waiting in line (multi-node ranks: one rank
     queued while its peer waits in torchrun's rendezvous would time out).
     """
     argv = [str(LAUNCH_DEFAULTS["host_python"]), str(paths.launcher), "run", str(paths.root), "--venv", venv]
     argv += ["--allow-shared"] if allow_shared else []
     argv += [] if queue else ["--no-queue"]
-    return [*argv, "--resume"] if resume else argv
+    if not resume:
+        return argv
+    bound = [] if resume_max_step is None else ["--resume-max-step", str(resume_max_step)]
+    return [*argv, "--resume", *bound]
 
 
-def start_shell(
-    paths: JobPaths, venv: str, allow_shared: bool = False, *, resume: bool = False, queue: bool = True
-) -> str:
+def start_shell(argv: list[str]) -> str:
     """`setsid nohup bash -lc '<argv>' >/dev/null 2>&1 </dev/null &`.
 
     setsid + nohup: the job outlives the SSH session; bash -l: the profile.d environment (ROCm, overrides).
     Every word is quoted with shlex, and the whole inner command once more for `bash -lc`.
     """
-    inner = shlex.join(launcher_argv(paths, venv, allow_shared, resume=resume, queue=queue))
-    return f"setsid nohup bash -lc {shlex.quote(inner)} >/dev/null 2>&1 </dev/null &"
+    return f"setsid nohup bash -lc {shlex.quote(shlex.join(argv))} >/dev/null 2>&1 </dev/null &"
 
 
-def start_argv(
-    paths: JobPaths, venv: str, allow_shared: bool = False, *, resume: bool = False, queue: bool = True
-) -> list[str]:
-    """The detached start as an argv for Remote.run (a `sh -c` around start_shell)."""
-    return ["sh", "-c", start_shell(paths, venv, allow_shared, resume=resume, queue=queue)]
+def start_argv(launcher: list[str]) -> list[str]:
+    """`launcher` (a launcher_argv) started detached: an argv for Remote.run (`sh -c` around start_shell)."""
+    return ["sh", "-c", start_shell(launcher)]
 
 
 def cancel_argv(paths: JobPaths, grace_s: float | None = None) -> list[str]:

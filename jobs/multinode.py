@@ -46,7 +46,7 @@ from jobs.errors import RadeonlabError
 from jobs.hostrecord import read_host_record
 from jobs.hosts import HostTarget, get_host
 from jobs.jobid import new_job_id
-from jobs.record import JobPaths
+from jobs.record import JobPaths, StateRecord
 from jobs.render import Rendered, is_simulated_cpu, local_model_dir, pick_gpus, render, to_yaml
 from jobs.spec import Spec
 from jobs.transport import Remote, connect
@@ -120,6 +120,23 @@ def rank_of(job: Mapping[str, Any]) -> int:
 
 def is_rank_zero(job: Mapping[str, Any]) -> bool:
     return rank_of(job) == 0
+
+
+def peer_hosts(job: Mapping[str, Any]) -> list[tuple[int, str]]:
+    """(rank, host) of a multi-node job's other ranks, from one rank's job.json; [] for a single-node job."""
+    nodes = job.get("nodes") or {}
+    me = rank_of(job)
+    return [(int(p["rank"]), str(p["host"])) for p in nodes.get("peers") or [] if int(p["rank"]) != me]
+
+
+def cancel_rank(
+    targets: Mapping[str, HostTarget], host: str, inventory: str | Path, job_id: str
+) -> StateRecord:
+    """Cancel one rank's copy of `job_id` on `host` (the same launcher `cancel` as a single-node job)."""
+    with connect(get_host(targets, host)) as remote:
+        record = read_host_record(remote, str(inventory))
+        result = remote.run(launch.cancel_argv(JobPaths.for_job(record["jobs_dir"], job_id)))
+    return launch.parse_state_output(result.stdout)[0]
 
 
 def multinode_keys(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -234,7 +251,9 @@ def submit_nodes(
             )
         # every node staged: now start them, rank 0 first (its torchrun serves the rendezvous store)
         for remote, record, one in zip(remotes, records, staged, strict=True):
-            remote.run(launch.start_argv(one.paths, record["venv"], allow_shared, queue=False))
+            remote.run(
+                launch.start_argv(launch.launcher_argv(one.paths, record["venv"], allow_shared, queue=False))
+            )
         states = [runner.wait_started(r, one.paths) for r, one in zip(remotes, staged, strict=True)]
         refused = [(t.name, s) for t, s in zip(chosen, states, strict=True) if s.state.is_finished()]
         if refused:

@@ -135,7 +135,7 @@ def submit(
             remote, record, spec, spec_path, rendered, job_id=job_id, created=created, say=say,
             progress_bar=progress_bar,
         )  # fmt: skip
-        remote.run(launch.start_argv(paths, record["venv"], allow_shared))
+        remote.run(launch.start_argv(launch.launcher_argv(paths, record["venv"], allow_shared)))
         state = wait_started(remote, paths)
         # 7. remember it locally (a cache of the host's job folder)
         with contextlib.closing(store.connect()) as conn:

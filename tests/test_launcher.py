@@ -179,7 +179,9 @@ def test_detached_start_survives_parent_and_hostile_paths(tmp_path: Path, venv: 
     paths = make_job(hostile, "ok-20250101-000000-abcd", [0], {"FAKE_SLEEP": "1.5"})
     t0 = time.monotonic()
     # the parent (sh -c) returns at once; the job keeps going in its own session
-    subprocess.run(launch.start_argv(paths, str(venv)), check=True, timeout=10, cwd=tmp_path)
+    subprocess.run(
+        launch.start_argv(launch.launcher_argv(paths, str(venv))), check=True, timeout=10, cwd=tmp_path
+    )
     assert time.monotonic() - t0 < 1.5
     wait_for(lambda: state_of(paths)["state"] == "running")
     started.append(paths)
@@ -192,7 +194,7 @@ def test_detached_start_survives_parent_and_hostile_paths(tmp_path: Path, venv: 
 def test_cancel_kills_whole_group_and_records_cancelled(tmp_path: Path, venv: Path, started) -> None:
     env = {"FAKE_SLEEP": "120", "FAKE_GRANDCHILD": "1", "FAKE_IGNORE_TERM": "1"}
     paths = make_job(tmp_path, "long-20250101-000000-abcd", [0], env)
-    subprocess.run(launch.start_argv(paths, str(venv)), check=True, timeout=10)
+    subprocess.run(launch.start_argv(launch.launcher_argv(paths, str(venv))), check=True, timeout=10)
     wait_for(lambda: (Path(paths.root) / "grandchild.pid").exists())
     started.append(paths)
     st = state_of(paths)
@@ -219,7 +221,7 @@ def test_cancel_of_queued_job_without_launcher(tmp_path: Path, venv: Path) -> No
 
 def test_second_job_on_same_gpu_refused(tmp_path: Path, venv: Path, started) -> None:
     first = make_job(tmp_path, "a-20250101-000000-abcd", [0], {"FAKE_SLEEP": "120"})
-    subprocess.run(launch.start_argv(first, str(venv)), check=True, timeout=10)
+    subprocess.run(launch.start_argv(launch.launcher_argv(first, str(venv))), check=True, timeout=10)
     wait_for(lambda: state_of(first)["state"] == "running")
     started.append(first)
     second = make_job(tmp_path, "b-20250101-000000-abcd", [0], {})
@@ -241,7 +243,7 @@ def test_busy_gpu_queues_fifo_by_submission_and_cancel_leaves_the_line(
     tmp_path: Path, venv: Path, started
 ) -> None:
     first = make_job(tmp_path, "a-20250101-000000-abcd", [0], {"FAKE_SLEEP": "120"}, "2025-01-01T00:00:00Z")
-    subprocess.run(launch.start_argv(first, str(venv)), check=True, timeout=10)
+    subprocess.run(launch.start_argv(launch.launcher_argv(first, str(venv))), check=True, timeout=10)
     wait_for(lambda: state_of(first)["state"] == "running")
     started.append(first)
     # launched in this order, but `early` was submitted first: it is first in line
@@ -250,7 +252,7 @@ def test_busy_gpu_queues_fifo_by_submission_and_cancel_leaves_the_line(
     gone = make_job(tmp_path, "gone-20250101-000000-abcd", [0], {}, "2025-01-01T00:00:07Z")
     other_gpu = make_job(tmp_path, "g1-20250101-000000-abcd", [1], {}, "2025-01-01T00:00:08Z")
     for paths in (late, early, gone):
-        subprocess.run(launch.start_argv(paths, str(venv)), check=True, timeout=10)
+        subprocess.run(launch.start_argv(launch.launcher_argv(paths, str(venv))), check=True, timeout=10)
         wait_for(lambda p=paths: state_of(p).get("pid") is not None)
         started.append(paths)
         assert state_of(paths)["state"] == "queued"
@@ -272,7 +274,7 @@ def test_start_shell_round_trips_hostile_words() -> None:
     paths = JobPaths.for_job("/home/l ab/it's; rm -rf ~/$(x)", "n-20250101-000000-abcd")
     import shlex
 
-    words = shlex.split(launch.start_shell(paths, "/v env/'q'"))
+    words = shlex.split(launch.start_shell(launch.launcher_argv(paths, "/v env/'q'")))
     assert words[:4] == ["setsid", "nohup", "bash", "-lc"]
     assert shlex.split(words[4]) == launch.launcher_argv(paths, "/v env/'q'")
     assert words[5:] == [">/dev/null", "2>&1", "</dev/null", "&"]

@@ -167,3 +167,26 @@ def test_ranks_are_staged_like_one_host_and_a_busy_gpu_cancels_every_node(
         starts = [a for a in remote.runs if a[:2] == ["sh", "-c"] and "launcher.py" in a[2]]
         assert len(starts) == 1 and "--no-queue" in starts[0][2]
         assert launch.cancel_argv(paths) in remote.runs  # both ranks cancelled
+
+
+@pytest.mark.parametrize(
+    "listings,step",
+    [
+        ([["checkpoint-10/trainer_state.json", "checkpoint-20/trainer_state.json"],
+          ["checkpoint-10/trainer_state.json", "checkpoint-20/adapter_model.safetensors"]], 10),
+        ([["checkpoint-10/trainer_state.json"], ["checkpoint-20/trainer_state.json"]], 0),
+        ([["checkpoint-30/trainer_state.json", "checkpoint-20/trainer_state.json"],
+          ["checkpoint-20/trainer_state.json", "checkpoint-30/trainer_state.json"]], 30),
+        ([[], ["checkpoint-10/trainer_state.json"]], 0),
+    ],
+)  # fmt: skip
+def test_ranks_resume_from_the_newest_complete_checkpoint_all_hold(listings: list, step: int) -> None:
+    from jobs.resume import common_checkpoint_step
+
+    assert common_checkpoint_step(listings) == step
+
+
+def test_peer_hosts_are_the_other_ranks() -> None:
+    job = {"nodes": {"rank": 1, "peers": [{"rank": 0, "host": "ws1"}, {"rank": 1, "host": "ws2"}]}}
+    assert multinode.peer_hosts(job) == [(0, "ws1")]
+    assert multinode.peer_hosts({"id": "single"}) == []

@@ -21,6 +21,7 @@ from click.testing import CliRunner
 
 from jobs.cli import main
 from jobs.metrics import parse_line
+from tests.faultlab import state_on_host, wait_for, wait_logged_step
 from tests.sandbox import demodata, tinymodel
 from tests.sandbox.demo import write_spec
 from tests.sandbox.hosts import Sandbox, SandboxHost
@@ -145,6 +146,8 @@ def test_status_and_fetch_use_rank_zero(lab: TwoNodes, job: dict) -> None:
     assert status.exit_code == 1
     fetched = job["fetch"]
     assert fetched.exit_code == 0, fetched.output
+    listed = cli(lab, "list", "-i", INVENTORY, "--json")
+    assert [r["host"] for r in json.loads(listed.stdout) if r["id"] == job["id"]] == ["mn1"], listed.output
 
 
 def test_the_fetched_rank0_adapter_loads_and_was_trained(lab: TwoNodes, job: dict) -> None:
@@ -173,3 +176,61 @@ def test_placement_on_real_hosts_says_why_each_is_rejected(lab: TwoNodes, job: d
             refused.stderr
         )
     assert "no host fits this job" in refused.stderr
+
+
+def test_cancel_stops_every_rank(lab: TwoNodes) -> None:
+    """One cancel stops both ranks: each records cancelled (not failed) and no process of the job is left."""
+    spec = write_spec(lab.work, {"max_steps": 5000, "save_steps": 5000}, name="long.yaml")
+    submitted = cli(lab, "submit", str(spec), "-i", INVENTORY, "--nodes", "2", "--host", "mn1,mn2")
+    assert submitted.exit_code == 0, submitted.output
+    job_id = re.search(r"submitted (\S+) to mn1", submitted.stdout).group(1)  # type: ignore[union-attr]
+    wait_logged_step(lab.hosts["mn1"], job_id)  # a step logged: both ranks are in the world, training
+    cancelled = cli(lab, "cancel", job_id, "-i", INVENTORY, "--json")
+    assert cancelled.exit_code == 0, cancelled.output
+    reply = json.loads(cancelled.stdout)
+    assert reply["state"] == "cancelled" and reply["host"] == "mn1", reply
+    assert [(p["rank"], p["host"], p["state"]) for p in reply["peers"]] == [(1, "mn2", "cancelled")], reply
+    for host in HOSTS:
+        assert state_on_host(lab.hosts[host], job_id)["state"] == "cancelled", host
+        # "[/]" matches "/" but not itself: the exec wrapper's own command line does not count
+        left = lab.hosts[host].exec(["pgrep", "-af", f"[/]{JOBS_DIR[1:]}/{job_id}"], check=False)
+        assert left.stdout.strip() == "", (host, left.stdout)
+
+
+def complete_checkpoints(lab: TwoNodes, host: str, job_id: str) -> set[int]:
+    out = lab.hosts[host].exec(
+        f"ls -d {JOBS_DIR}/{job_id}/output/checkpoint-*/trainer_state.json 2>/dev/null", check=False
+    ).stdout
+    return {int(m) for m in re.findall(r"checkpoint-(\d+)/", out)}
+
+
+def test_resume_restarts_every_rank_and_they_agree_where_to_start(lab: TwoNodes) -> None:
+    """Cancelled mid-run, with every checkpoint of rank 1 cut short (no trainer_state.json, as saves
+    interrupted on that node): the ranks hold no checkpoint in common, so `resume` restarts BOTH ranks
+    fresh (rank 0 must not resume from its own checkpoints alone), and the job finishes with every step
+    logged once. Which common checkpoint is chosen when there is one: tests/test_supervisor.py and
+    tests/test_multinode.py. (On these SIMULATED CPU hosts a 2-rank resume FROM a checkpoint fails inside
+    transformers: its optimizer state is loaded with map_location "cpu:0", which torch cannot restore.)"""
+    steps, every = 60, 10
+    spec = write_spec(lab.work, {"max_steps": steps, "save_steps": every}, name="resumable.yaml")
+    submitted = cli(lab, "submit", str(spec), "-i", INVENTORY, "--nodes", "2", "--host", "mn1,mn2")
+    assert submitted.exit_code == 0, submitted.output
+    job_id = re.search(r"submitted (\S+) to mn1", submitted.stdout).group(1)  # type: ignore[union-attr]
+    wait_for(lambda: all(complete_checkpoints(lab, h, job_id) for h in HOSTS), 300, "a checkpoint on each")
+    assert cli(lab, "cancel", job_id, "-i", INVENTORY).exit_code == 0
+    held_by_rank0 = complete_checkpoints(lab, "mn1", job_id)
+    lab.hosts["mn2"].exec(f"rm {JOBS_DIR}/{job_id}/output/checkpoint-*/trainer_state.json")
+    assert held_by_rank0 and not complete_checkpoints(lab, "mn2", job_id)
+
+    resumed = cli(lab, "resume", job_id, "-i", INVENTORY)
+    assert resumed.exit_code == 0 and f"resumed {job_id} on mn1" in resumed.stdout, resumed.output
+    watched = cli(lab, "watch", job_id, "-i", INVENTORY)
+    assert watched.exit_code == 0, watched.output + on_host(lab, "mn2", f"{JOBS_DIR}/{job_id}/train.log")
+    for host in HOSTS:
+        record = json.loads(on_host(lab, host, f"{JOBS_DIR}/{job_id}/job.json"))
+        last = record["attempts"][-1]
+        assert len(record["attempts"]) == 2 and last["resume_from_checkpoint"] is None, (host, last)
+        assert "the checkpoints every node holds: none" in last["note"], (host, last)
+        assert json.loads(on_host(lab, host, f"{JOBS_DIR}/{job_id}/state.json"))["state"] == "succeeded"
+    log = on_host(lab, "mn1", f"{JOBS_DIR}/{job_id}/output/trainer_log.jsonl").splitlines()
+    assert [p.step for p in map(parse_line, log) if p and p.loss is not None] == list(range(1, steps + 1))

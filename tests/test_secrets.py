@@ -225,5 +225,5 @@ def test_resume_sends_the_recorded_secrets_again(monkeypatch: pytest.MonkeyPatch
     commands = [argv for argv, _ in remote.runs]
     secret_at = commands.index(launch.write_secret_argv(paths))
     assert json.loads(remote.runs[secret_at][1] or "") == {"HF_TOKEN": TOKEN}
-    assert secret_at < commands.index(launch.start_argv(paths, "/v", resume=True))
+    assert secret_at < commands.index(launch.start_argv(launch.launcher_argv(paths, "/v", resume=True)))
     assert said == [f"{job['id']}: WANDB_API_KEY not set in this environment: the job resumes without it"]

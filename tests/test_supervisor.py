@@ -118,3 +118,37 @@ def test_preflight_warns_suggests_and_strict_refuses(tmp_path: Path) -> None:
     assert preflight.check(str(tmp_path), {**train, "per_device_train_batch_size": 1, "cutoff_len": 512},
                            small).fits is True  # fmt: skip
     assert preflight.check(None, train, small).fits is None
+
+
+def test_resume_bounded_by_a_step_starts_from_the_checkpoint_every_node_holds(tmp_path: Path) -> None:
+    """`--resume --resume-max-step 10` (what a multi-node resume sends when the other rank's newest complete
+    checkpoint is 10): this node resumes from checkpoint-10 and drops its own later checkpoint-20."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin/llamafactory-cli").write_text(FAKE_CLI)
+    (venv / "bin/llamafactory-cli").chmod(0o755)
+    paths = JobPaths.for_job(str(tmp_path / "jobs"), "r-20250101-000000-abcd")
+    root = Path(paths.root)
+    for step in (10, 20):
+        (root / f"output/checkpoint-{step}").mkdir(parents=True)
+        (root / f"output/checkpoint-{step}/trainer_state.json").write_text("{}")
+    config = {"learning_rate": 5e-05, "output_dir": str(root / "output")}
+    job = {"id": "r-20250101-000000-abcd", "name": "r", "spec_file": "r.yaml", "created_at": "x", "host": "h",
+           "gpus": [0], "attempts": [{"n": 1, "created_at": "x", "state": "cancelled"}]}  # fmt: skip
+    Path(paths.job).write_text(json.dumps(job))
+    Path(paths.state).write_text(json.dumps({"state": "cancelled", "reason": "cancelled by user"}))
+    Path(paths.config_json).write_text(json.dumps(config))
+    Path(paths.config).write_text(config_yaml(config, ["first"]))
+    Path(paths.launcher).write_text(launch.launcher_source())
+    hostbundle.install_local(Path(paths.host_code))
+    argv = launch.launcher_argv(paths, str(venv), resume=True, resume_max_step=10)
+    assert argv[-3:] == ["--resume", "--resume-max-step", "10"]
+    done = subprocess.run([sys.executable, *argv[1:]], timeout=120)
+    assert done.returncode == 0
+    last = json.loads(Path(paths.job).read_text())["attempts"][-1]
+    assert last["resume_from_checkpoint"] == "checkpoint-10", last
+    assert "every node holds: up to step 10" in last["note"], last
+    assert (root / "output/checkpoint-10").is_dir() and not (root / "output/checkpoint-20").exists()
+    assert yaml.safe_load(Path(paths.config).read_text())["resume_from_checkpoint"] == str(
+        root / "output/checkpoint-10"
+    )

@@ -19,6 +19,7 @@ def command(inventory: str, host: str | None, as_json: bool) -> None:
     from jobs.errors import RadeonlabError
     from jobs.hostrecord import read_host_record
     from jobs.hosts import load_inventory, select_hosts
+    from jobs.multinode import is_rank_zero
     from jobs.transport import TransportError, connect
 
     errors = []
@@ -32,6 +33,8 @@ def command(inventory: str, host: str | None, as_json: bool) -> None:
             errors.append(f"{target.name}: {exc}")
             say(f"skipped {target.name}: {exc}")
             continue
+        # a multi-node job is listed once, from its rank 0 (where status/watch/fetch go)
+        found = [j for j in found if is_rank_zero(j.host_job.job)]
         with contextlib.closing(store.connect()) as conn:
             store.rebuild(conn, [j.host_job for j in found], hosts=[target.name])
             rows += store.list_jobs(conn, host=target.name)

@@ -6,7 +6,8 @@ venv), uploaded into the job folder by `radeonlab submit`, started detached with
 `setsid nohup bash -lc 'python3 <job>/launcher.py run <job> --venv <venv>' ...` so it outlives the SSH
 session and sees the profile.d environment (ROCm paths, HSA overrides).
 
-  launcher.py run JOB_DIR --venv VENV [--allow-shared] [--locks-dir DIR] [--no-queue] [--resume]
+  launcher.py run JOB_DIR --venv VENV [--allow-shared] [--locks-dir DIR] [--no-queue]
+                          [--resume [--resume-max-step N]]
   launcher.py cancel JOB_DIR [--grace SECONDS]
   launcher.py status JOB_DIR        (prints state.json plus whether the job's processes are alive)
 
@@ -319,6 +320,7 @@ def run(
     locks_dir: str | None,
     queue: bool = True,
     resume: bool = False,
+    resume_max_step: int | None = None,
 ) -> int:
     job_dir = os.path.abspath(job_dir)
     state_path = os.path.join(job_dir, STATE_JSON)
@@ -368,7 +370,9 @@ def run(
     secrets.clear()
     supervisor = load_supervisor(job_dir)
     if supervisor is not None:
-        return supervisor.supervise(sys.modules[__name__], job_dir, argv, env, lock_fds, started, resume)
+        return supervisor.supervise(
+            sys.modules[__name__], job_dir, argv, env, lock_fds, started, resume, resume_max_step
+        )
     return run_once(job_dir, argv, env, lock_fds, job.get("limits") or {}, finish, started)
 
 
@@ -474,6 +478,9 @@ def main(argv: list | None = None) -> int:
     p_run.add_argument("--locks-dir")
     p_run.add_argument("--no-queue", action="store_true", help="refuse (exit 75), do not wait")
     p_run.add_argument("--resume", action="store_true", help="a new attempt from the newest checkpoint")
+    p_run.add_argument(
+        "--resume-max-step", type=int, help="resume from no later checkpoint than this step (multi-node)"
+    )
     p_cancel = sub.add_parser("cancel")
     p_cancel.add_argument("job_dir")
     p_cancel.add_argument("--grace", type=float, default=10.0)
@@ -481,7 +488,15 @@ def main(argv: list | None = None) -> int:
     p_status.add_argument("job_dir")
     args = parser.parse_args(argv)
     if args.verb == "run":
-        return run(args.job_dir, args.venv, args.allow_shared, args.locks_dir, not args.no_queue, args.resume)
+        return run(
+            args.job_dir,
+            args.venv,
+            args.allow_shared,
+            args.locks_dir,
+            not args.no_queue,
+            args.resume,
+            args.resume_max_step,
+        )
     if args.verb == "cancel":
         return cancel(args.job_dir, args.grace)
     return status(args.job_dir)

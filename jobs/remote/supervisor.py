@@ -44,7 +44,14 @@ PROCESS_GONE = "process gone (host rebooted or killed)"
 
 
 def supervise(
-    lx: Any, job_dir: str, argv: list, env: dict, lock_fds: list, started: str, resume: bool
+    lx: Any,
+    job_dir: str,
+    argv: list,
+    env: dict,
+    lock_fds: list,
+    started: str,
+    resume: bool,
+    resume_max_step: int | None = None,
 ) -> int:
     """Run the job's attempts until one succeeds or no remedy is left; returns the launcher's exit code.
 
@@ -53,7 +60,7 @@ def supervise(
     sup = Supervisor(lx, job_dir, argv, env, lock_fds, started)
     if not os.path.exists(os.path.join(job_dir, "config.json")):  # submitted without it: run once, as before
         return lx.run_once(job_dir, argv, env, lock_fds, sup.raw.get("limits") or {}, sup.finish, started)
-    return sup.run(resume)
+    return sup.run(resume, resume_max_step)
 
 
 def yaml_scalar(value: Any) -> str:
@@ -186,11 +193,11 @@ class Supervisor:
 
     # ---------------------------------------------------------------------------------------- the loop
 
-    def run(self, resume: bool) -> int:
+    def run(self, resume: bool, resume_max_step: int | None = None) -> int:
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
         if resume:
-            self.plan_resume()
+            self.plan_resume(resume_max_step)
         elif not self.job.attempts:
             self.job.attempts.append(Attempt(n=1, created_at=self.lx.now()))
         if len(self.job.attempts) > 1:
@@ -380,8 +387,11 @@ class Supervisor:
             f.writelines(kept)
         os.replace(tmp, log)
 
-    def plan_resume(self) -> None:
-        """`radeonlab resume`: a new attempt from the newest complete checkpoint (none: a fresh start)."""
+    def plan_resume(self, max_step: int | None = None) -> None:
+        """`radeonlab resume`: a new attempt from the newest complete checkpoint (none: a fresh start).
+
+        max_step: no later than this step (a multi-node job resumes every rank from the newest checkpoint
+        all its nodes hold; 0: a fresh start on every rank)."""
         state = self.lx.read_json(self.path("state.json"))
         if not self.job.attempts:
             self.job.attempts.append(Attempt(n=1, created_at=self.job.created_at))
@@ -394,7 +404,7 @@ class Supervisor:
             last.state, last.reason = "failed", cause
             last.ended_at = last.ended_at or self.lx.now()
         listing = output_listing(self.output)
-        checkpoint = remedies.resume_checkpoint(listing, None)
+        checkpoint = remedies.resume_checkpoint(listing, None, safe_step=max_step)
         resume_step = next((c.step for c in remedies.checkpoints(listing) if c.path == checkpoint), None)
         later = [
             c.path for c in remedies.checkpoints(listing) if resume_step is not None and c.step > resume_step
@@ -402,6 +412,9 @@ class Supervisor:
         n = last.n + 1
         self.prepare_output(checkpoint, later, n)
         where = f"resume from {checkpoint}" if checkpoint else "fresh start (no complete checkpoint)"
+        if max_step is not None:
+            held = f"up to step {max_step}" if max_step else "none"
+            where += f" (the checkpoints every node holds: {held})"
         self.job.attempts.append(
             Attempt(
                 n=n,
