@@ -1,6 +1,8 @@
 """Re-check provisioned workstations and refresh their host records: `pyinfra -y INVENTORY deploy/verify.py`.
 
-Changes nothing but /etc/radeonlab/host.json (and only when what it says changed); prints the per-host table.
+Changes nothing but /etc/radeonlab/host.json (and only when what it says changed) and the saved stack check;
+prints the per-host table. Unlike deploy/setup.py, it always runs the stack check (a torch import and a
+matmul per GPU), even when nothing the check depends on changed.
 """
 
 from pyinfra import host
@@ -18,4 +20,4 @@ gpus = as_gpus(
         rocm_version=str(host.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"])),
     )
 )
-verify_host(gpus, cpu_only=bool(host.data.get("gpu_cpu_only", False)))
+verify_host(gpus, cpu_only=bool(host.data.get("gpu_cpu_only", False)), recheck=True)

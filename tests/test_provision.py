@@ -130,6 +130,28 @@ def test_second_run_changes_nothing_and_is_fast(provisioned: Provisioned) -> Non
     assert TIMINGS["ratio"] < MAX_NOOP_RATIO, TIMINGS
 
 
+def test_the_stack_check_runs_again_only_when_what_it_depends_on_changed(provisioned: Provisioned) -> None:
+    """The no-op run reused the first run's check (a torch import per host) and says so; a pip change in
+    the venv (a rewritten dist-info RECORD) makes setup run it again; deploy/verify.py always runs it."""
+    assert provisioned.second.stderr.count("not re-run, inputs unchanged") == len(provisioned.hosts)
+    h = provisioned.hosts["rx7900xtx"]
+    check = h.root / "etc/radeonlab/stack-check.json"
+    first_check = json.loads(check.read_text())["checked_at"]
+    record = next((h.root / VENV.lstrip("/")).glob("lib/python*/site-packages/peft-*.dist-info/RECORD"))
+    os.utime(record, (time.time() + 5, time.time() + 5))  # what reinstalling peft does to it
+    again = run_deploy(provisioned.sandbox, [h])
+    assert again.returncode == 0, again.stderr[-5000:]
+    changed = again.changed_ops(h.name)
+    assert len(changed) == 1 and changed[0].endswith("Write the host record"), changed
+    assert "not re-run" not in again.stderr and "CPU build of torch" in again.stderr, again.stderr[-3000:]
+    rechecked = json.loads(check.read_text())["checked_at"]
+    assert run_deploy(provisioned.sandbox, [h]).changed_ops(h.name) == []  # the new check is reused
+    time.sleep(1)  # checked_at has a one-second resolution
+    verified = run_deploy(provisioned.sandbox, [h], deploy="deploy/verify.py")
+    assert verified.returncode == 0 and "not re-run" not in verified.stderr, verified.stderr[-3000:]
+    assert first_check <= rechecked < json.loads(check.read_text())["checked_at"]
+
+
 def test_profile_file_is_right_for_each_card(provisioned: Provisioned) -> None:
     for card, h in provisioned.hosts.items():
         text = (h.root / PROFILE).read_text()

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 
 from roles.verify import record as rec
-from roles.verify.facts import CHECK_SCRIPT, StackReport
-from tests.test_roles_gpu_env import XTX
+from roles.verify.facts import CHECK_SCRIPT, StackCheckState, StackReport
+from tests.test_roles_gpu_env import R9070, XTX
 
 CPU_REPORT = {
     "torch": "2.13.0+cpu",
@@ -79,3 +80,54 @@ def test_check_script_runs_and_reports_json() -> None:
     report = StackReport().process(out.stdout.splitlines())
     assert report is not None and report["python"].count(".") == 2
     assert report["gpu_checks"] or report["error"]
+
+
+# --- the saved stack check (StackCheckState): reused only when nothing it depends on changed -------------
+FINGERPRINT = [
+    "/home/lab/radeonlab/venv/bin/python3.11",
+    "python 6843312 1764700000",
+    "/home/lab/radeonlab/venv/lib/python3.11/site-packages/peft-0.17.1.dist-info/RECORD 9105 1764700100",
+    "/var/lib/dpkg/status 812345 1764690000",
+    "groups=lab video render",
+]
+
+
+def test_the_check_digest_follows_every_input_but_volatile_readings() -> None:
+    base = rec.check_inputs(FINGERPRINT, CHECK_SCRIPT, 1024, [XTX])
+    assert rec.check_inputs(list(FINGERPRINT), CHECK_SCRIPT, 1024, [XTX]) == base
+    # a pip install rewrites a RECORD: another digest; so do another script, matrix size or card
+    bumped = [*FINGERPRINT[:2], FINGERPRINT[2].replace("1764700100", "1764790000"), *FINGERPRINT[3:]]
+    assert rec.check_inputs(bumped, CHECK_SCRIPT, 1024, [XTX]) != base
+    assert rec.check_inputs(FINGERPRINT, CHECK_SCRIPT + "\n", 1024, [XTX]) != base
+    assert rec.check_inputs(FINGERPRINT, CHECK_SCRIPT, 2048, [XTX]) != base
+    assert rec.check_inputs(FINGERPRINT, CHECK_SCRIPT, 1024, [R9070]) != base
+    # the VRAM in use is a reading, not an input
+    assert rec.check_inputs(FINGERPRINT, CHECK_SCRIPT, 1024, [replace(XTX, vram_used=7 * 2**30)]) == base
+
+
+def test_a_saved_report_is_reused_only_with_the_same_inputs_and_no_error() -> None:
+    saved = {"inputs": "abc", "checked_at": "2026-12-01T10:00:00+00:00", "report": CPU_REPORT}
+    assert rec.reusable_report(saved, "abc") == CPU_REPORT
+    assert rec.reusable_report(saved, "abd") is None
+    failed = {**saved, "report": {**CPU_REPORT, "error": "ImportError: torch"}}
+    assert rec.reusable_report(failed, "abc") is None
+    assert rec.reusable_report(None, "abc") is None
+
+
+def test_a_reused_check_says_so_and_when_it_was_observed() -> None:
+    row = rec.table_row(make(), CPU_REPORT, "2026-12-01T10:00:00+00:00")
+    assert row[-1] == (
+        "not re-run, inputs unchanged; at 2026-12-01T10:00:00+00:00: "
+        "CPU build of torch: GPU checks not run (simulated workstation)"
+    )
+
+
+def test_check_state_fact_parses_the_saved_check_and_the_fingerprint() -> None:
+    fact = StackCheckState()
+    saved = {"inputs": "abc", "checked_at": "t", "report": CPU_REPORT}
+    parsed = fact.process([f"saved={json.dumps(saved)}", *FINGERPRINT])
+    assert parsed == {"fingerprint": FINGERPRINT, "saved": saved}
+    assert fact.process(["saved=", *FINGERPRINT])["saved"] is None  # no check saved yet
+    assert fact.process(["saved={damaged", *FINGERPRINT])["saved"] is None  # rewritten by the next check
+    command = fact.command("/home/lab/v env", "/etc/radeonlab/stack-check.json", "lab", ["/dev/kfd"])
+    assert "'/home/lab/v env'/lib/python*/site-packages/*.dist-info/RECORD" in command

@@ -5,13 +5,13 @@ from __future__ import annotations
 from pyinfra import host, logger
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
-from pyinfra.facts.server import Users
 from pyinfra.operations import server
 
 from roles.access.check import access_problems
 from roles.access.defaults import DEFAULTS
 from roles.access.facts import DeviceNodes
 from roles.python_stack import stack_paths
+from roles.python_stack.facts import UserGroups
 
 
 @deploy("Give the training user GPU access", data_defaults=DEFAULTS)
@@ -31,7 +31,7 @@ def grant_gpu_access(check_devices: bool = True) -> None:
     )
     if not check_devices:
         return
-    existing = host.get_fact(Users).get(user, {})
+    existing = host.get_fact(UserGroups, user=user) or {}
     # The groups the user has once the operation above ran: decided now, from facts, not after the fact.
     after = {existing.get("group", user), *existing.get("groups", []), *groups}
     problems = access_problems(

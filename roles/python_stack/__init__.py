@@ -11,12 +11,12 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.facts.deb import DebPackages
-from pyinfra.facts.server import Home, LinuxDistribution, User, Users
+from pyinfra.facts.server import Home, LinuxDistribution, User
 from pyinfra.operations import apt, files, pip
 
 from roles.python_stack import plan
 from roles.python_stack.defaults import DEFAULTS
-from roles.python_stack.facts import InstalledDistributions, PythonVersion
+from roles.python_stack.facts import InstalledDistributions, PythonVersion, UserGroups
 from roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -46,7 +46,7 @@ def stack_paths() -> StackPaths:
     home = host.get_fact(Home, user=user)
     if not home or home.startswith("~"):
         raise DeployError(f"{host.name}: training user {user!r} does not exist (python_stack_user)")
-    group = (host.get_fact(Users).get(user) or {}).get("group") or user
+    group = (host.get_fact(UserGroups, user=user) or {}).get("group") or user
     venv = plan.expand_home(str(host.data.get("python_stack_venv", DEFAULTS["python_stack_venv"])), home)
     jobs = plan.expand_home(
         str(host.data.get("python_stack_jobs_dir", DEFAULTS["python_stack_jobs_dir"])), home

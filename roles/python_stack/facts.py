@@ -50,3 +50,22 @@ class InstalledDistributions(FactBase):
     def process(self, output: list[str]) -> dict[str, str | None]:
         text = "\n".join(output).strip()
         return json.loads(text) if text else {}
+
+
+class UserGroups(FactBase):
+    """A user's primary group and other groups: {"group": "lab", "groups": ["sudo", "video"]}, or None when
+    the user does not exist.
+
+    Two `id` calls for one user: pyinfra's Users fact runs several processes for every account (seconds on
+    a no-op run when each role asks for it).
+    """
+
+    def command(self, user: str) -> str:
+        u = shlex.quote(user)
+        return f"if id -u {u} >/dev/null 2>&1; then id -gn {u}; id -Gn {u}; fi"
+
+    def process(self, output: list[str]) -> dict[str, object] | None:
+        if len(output) < 2:
+            return None
+        group = output[0].strip()
+        return {"group": group, "groups": [g for g in output[1].split() if g != group]}

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pyinfra import host, state
 from pyinfra.api import deploy
 
+from roles.access.defaults import DEFAULTS as ACCESS_DEFAULTS
 from roles.gpu.cards import Gpu
 from roles.gpu_env.plan import for_rocm
 from roles.python_stack import stack_paths
@@ -18,7 +19,9 @@ from roles.verify.operations import host_record
 
 
 @deploy("Verify the host and write its record", data_defaults=DEFAULTS)
-def verify_host(gpus: Sequence[Gpu], cpu_only: bool = False) -> None:
+def verify_host(gpus: Sequence[Gpu], cpu_only: bool = False, recheck: bool | None = None) -> None:
+    """Check the stack on the host and write its record (recheck: run the check even when nothing it
+    depends on changed; default: the `verify_recheck` data)."""
     paths = stack_paths()
     rocm_version = str(host.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"]))
     op = host_record(
@@ -36,7 +39,11 @@ def verify_host(gpus: Sequence[Gpu], cpu_only: bool = False) -> None:
             host.data.get("llamafactory_version", PYTHON_STACK_DEFAULTS["llamafactory_version"])
         ),
         gpus=[for_rocm(g, rocm_version) for g in gpus],
+        check_path=host.data.get("verify_check_state_path"),
+        # The devices the check's GPU access depends on: the ones the access role grants.
+        devices=list(host.data.get("access_devices", ACCESS_DEFAULTS["access_devices"])),
         matmul_size=int(host.data.get("verify_matmul_size")),
+        recheck=bool(host.data.get("verify_recheck")) if recheck is None else recheck,
         _sudo=True,
     )
     if host.data.get("verify_print_table"):

@@ -5,6 +5,11 @@ from __future__ import annotations
 DEFAULTS: dict[str, object] = {
     # The host record: the contract between provisioning and the job runner (CONTRACTS.md).
     "verify_record_path": "/etc/radeonlab/host.json",
+    # The last stack check (check_stack.py's report) and the digest of what it depended on: a rerun whose
+    # inputs are unchanged (roles/verify/facts.py StackCheckState) does not import torch again.
+    "verify_check_state_path": "/etc/radeonlab/stack-check.json",
+    # Run the stack check even when its inputs are unchanged (deploy/verify.py always does).
+    "verify_recheck": False,
     # Side of the square matrices multiplied on each GPU (bf16, or fp16 on cards without bf16).
     "verify_matmul_size": 1024,
     # Print the per-host table at the end of the run.

@@ -35,3 +35,38 @@ class HostRecord(FactBase):
             return json.loads(text) if text else None
         except json.JSONDecodeError:
             return None  # a damaged record is rewritten
+
+
+class StackCheckState(FactBase):
+    """What the stack check's result depends on, on the host, and the check saved by an earlier run.
+
+    {"fingerprint": ["<line>", ...], "saved": {"inputs": ..., "checked_at": ..., "report": {...}} or None}
+
+    The fingerprint lines are cheap stat/id output (no Python, no torch import): the venv's interpreter and
+    installed distributions (every pip install/uninstall rewrites a *.dist-info/RECORD), the dpkg database
+    (ROCm, the driver, python3), the linker cache, the boot (a reboot may load another amdgpu), the user's
+    groups and the device nodes' modes (GPU access). Any change in them means the check must run again.
+    """
+
+    def command(self, venv: str, saved_path: str, user: str, devices: list[str]) -> str:
+        v, u = shlex.quote(venv), shlex.quote(user)
+        # Device patterns come from role data and are meant to be globbed (as in roles/access DeviceNodes).
+        return (
+            # printf, not echo: dash's echo would turn the JSON's "\\n" escapes into line breaks.
+            f"printf 'saved=%s\\n' \"$(cat {shlex.quote(saved_path)} 2>/dev/null)\"; "
+            f"readlink -f {v}/bin/python 2>/dev/null; "
+            f"stat -Lc 'python %s %Y' {v}/bin/python 2>/dev/null; "
+            f"stat -c '%n %s %Y' {v}/lib/python*/site-packages/*.dist-info/RECORD 2>/dev/null; "
+            "stat -c '%n %s %Y' /var/lib/dpkg/status /etc/ld.so.cache 2>/dev/null; "
+            "cat /proc/sys/kernel/random/boot_id 2>/dev/null; "
+            f"echo groups=$(id -Gn {u} 2>/dev/null); "
+            f'for d in {" ".join(devices)}; do [ -e "$d" ] && stat -c \'%n %a %U %G\' "$d"; done; true'
+        )
+
+    def process(self, output: list[str]) -> dict:
+        saved_lines = [line.removeprefix("saved=") for line in output if line.startswith("saved=")]
+        try:
+            saved = json.loads(saved_lines[0]) if saved_lines and saved_lines[0].strip() else None
+        except json.JSONDecodeError:
+            saved = None  # a damaged file: the check runs again and rewrites it
+        return {"fingerprint": [line for line in output if not line.startswith("saved=")], "saved": saved}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -83,6 +84,23 @@ def is_current(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
     return old is not None and _stable(old) == _stable(new)
 
 
+def check_inputs(fingerprint: Sequence[str], script: str, matmul_size: int, gpus: Sequence[Gpu]) -> str:
+    """Digest of everything the stack check's result depends on: the host's fingerprint lines
+    (StackCheckState), the check script and its matrix size, and the GPUs (volatile fields aside).
+    Equal digests: the same result."""
+    stable_gpus = [{k: v for k, v in gpu_entry(g).items() if k not in VOLATILE_GPU} for g in gpus]
+    inputs = {"host": list(fingerprint), "script": script, "matmul_size": matmul_size, "gpus": stable_gpus}
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+
+
+def reusable_report(saved: Mapping[str, Any] | None, inputs: str) -> Mapping[str, Any] | None:
+    """The saved check's report when it was made with these very inputs and found no error, else None."""
+    if not saved or saved.get("inputs") != inputs:
+        return None
+    report = saved.get("report")
+    return report if report and not report.get("error") else None
+
+
 def dumps(record: Mapping[str, Any]) -> str:
     return json.dumps(record, indent=2, sort_keys=False) + "\n"
 
@@ -90,8 +108,11 @@ def dumps(record: Mapping[str, Any]) -> str:
 TABLE_COLUMNS = ("host", "GPU(s)", "gfx", "VRAM", "override", "ROCm", "torch", "HIP", "GPU check")
 
 
-def table_row(record: Mapping[str, Any], report: Mapping[str, Any] | None) -> list[str]:
-    """One line of the end-of-deploy table."""
+def table_row(
+    record: Mapping[str, Any], report: Mapping[str, Any] | None, checked_at: str | None = None
+) -> list[str]:
+    """One line of the end-of-deploy table. `checked_at`: the report is an earlier run's (not re-run: its
+    inputs are unchanged), and the row says so and when it was observed."""
     gpus = record.get("gpus") or []
     report = report or {}
     if report.get("error"):
@@ -104,6 +125,8 @@ def table_row(record: Mapping[str, Any], report: Mapping[str, Any] | None) -> li
         )
     else:
         check = str(report.get("gpu_checks") or "venv missing: not checked")
+    if checked_at:
+        check = f"not re-run, inputs unchanged; at {checked_at}: {check}"
     if record.get("cpu_only"):
         check = f"cpu-only host; {check}"
     return [

@@ -18,8 +18,8 @@ def render(results: dict) -> Table:
     for column in rec.TABLE_COLUMNS:
         table.add_column(column)
     for name in sorted(results):
-        record, report = results[name]
-        table.add_row(*rec.table_row(record, report))
+        record, report, checked_at = results[name]
+        table.add_row(*rec.table_row(record, report, checked_at))
     return table
 
 
