@@ -173,17 +173,21 @@ def _gpus(record: Mapping[str, Any] | None, readings: Sequence[GpuReading]) -> l
 
 
 def card_changes(entries: Sequence[Mapping[str, Any]], readings: Sequence[GpuReading]) -> str:
-    """Where the live card differs from the one the host record describes (by PCI device id), or "".
+    """Where the live cards differ from the ones the host record describes (by PCI device id), or "".
 
-    Records without device ids (older ones) and readings without them (no sysfs) compare as unchanged.
+    A recorded GPU with no live card (removed, or amdgpu not loaded after a kernel update) is a change too.
+    Records without device ids (older ones) and readings without them compare as unchanged.
     """
     by_index = {r.index: r for r in readings}
     out = []
     for g in entries:
         live = by_index.get(int(g["index"]))
-        if live is None or live.device_id is None or g.get("device_id") is None:
+        if g.get("device_id") is None:
             continue
-        if int(g["device_id"]) != live.device_id:
+        if live is None:
+            gone = "is not in sysfs (card removed, or amdgpu not loaded)"
+            out.append(f"GPU {g['index']} {g.get('name')} {gone}")
+        elif live.device_id is not None and int(g["device_id"]) != live.device_id:
             now = card_name(live.device_id, live.revision)
             out.append(f"GPU {g['index']} was {g.get('name')}, is now {now}")
     return "; ".join(out)

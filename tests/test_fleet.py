@@ -158,6 +158,18 @@ def test_a_card_swapped_since_provisioning_makes_the_host_not_provisioned() -> N
     assert same.provisioned and same.provisioned_note == ""
 
 
+def test_a_recorded_card_missing_from_sysfs_makes_the_host_not_provisioned() -> None:
+    """amdgpu not loaded (e.g. after a kernel update without the dkms module): no card in the readings."""
+    out = probe_output({**XTX, "device_id": 0x744C, "revision": 0xC8}, "0x744c", "0xc8")
+    out = out.replace("@kfd 1 128", "@kfd 2 128")  # the only card sits on another node: GPU 0 has none
+    status = parse_probe("ws1", out)
+    assert not status.provisioned
+    assert status.provisioned_note == (
+        "card changed since provisioning: GPU 0 AMD Radeon RX 7900 XTX is not in sysfs (card removed, or "
+        "amdgpu not loaded); re-run deploy/setup.py"
+    )
+
+
 def test_a_record_without_device_ids_is_not_judged_by_them() -> None:
     """Records written before device ids were recorded stay valid: no id, nothing to compare."""
     assert parse_probe("ws1", probe_output(XTX, "0x73df", "0xc1")).provisioned

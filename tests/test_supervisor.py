@@ -63,23 +63,34 @@ def test_attempt_line() -> None:
     assert attempt_line(attempt).endswith("(NaN at step 3), from checkpoint-20: succeeded")
 
 
-def test_supervisor_stops_nan_lowers_lr_and_records_attempts(tmp_path: Path) -> None:
+def supervised_job(tmp_path: Path, job_id: str, config: dict, job: dict) -> tuple[JobPaths, Path]:
+    """A job folder as submit leaves it (job.json, config.json/.yaml, launcher, shipped code) and a venv
+    whose llamafactory-cli is the SIMULATED one above: (paths, venv); output_dir is the job's output/."""
     venv = tmp_path / "venv"
-    (venv / "bin").mkdir(parents=True)
+    (venv / "bin").mkdir(parents=True, exist_ok=True)
     (venv / "bin/llamafactory-cli").write_text(FAKE_CLI)
     (venv / "bin/llamafactory-cli").chmod(0o755)
-    paths = JobPaths.for_job(str(tmp_path / "jobs"), "n-20250101-000000-abcd")
+    paths = JobPaths.for_job(str(tmp_path / "jobs"), job_id)
     root = Path(paths.root)
-    root.mkdir(parents=True)
-    config = {"learning_rate": 1e30, "flash_attn": "disabled", "output_dir": str(root / "output")}
-    job = {"id": "n-20250101-000000-abcd", "name": "n", "spec_file": "n.yaml", "created_at": "x", "host": "h",
-           "gpus": [0], "attempts": [{"n": 1, "created_at": "x"}],
-           "remedies": {"nan": {"enabled": True, "steps": []}}}  # fmt: skip
-    Path(paths.job).write_text(json.dumps(job))
+    root.mkdir(parents=True, exist_ok=True)
+    config = {**config, "output_dir": str(root / "output")}
+    base = {"id": job_id, "name": job_id.split("-")[0], "spec_file": "s.yaml", "created_at": "x", "host": "h"}
+    Path(paths.job).write_text(json.dumps({**base, "gpus": [0], **job}))
     Path(paths.config_json).write_text(json.dumps(config))
     Path(paths.config).write_text(config_yaml(config, ["first"]))
     Path(paths.launcher).write_text(launch.launcher_source())
     hostbundle.install_local(Path(paths.host_code))
+    return paths, venv
+
+
+def test_supervisor_stops_nan_lowers_lr_and_records_attempts(tmp_path: Path) -> None:
+    paths, venv = supervised_job(
+        tmp_path,
+        "n-20250101-000000-abcd",
+        {"learning_rate": 1e30, "flash_attn": "disabled"},
+        {"attempts": [{"n": 1, "created_at": "x"}], "remedies": {"nan": {"enabled": True, "steps": []}}},
+    )
+    root = Path(paths.root)
     argv = launch.launcher_argv(paths, str(venv))
     done = subprocess.run([sys.executable, *argv[1:]], timeout=120)
     assert done.returncode == 0
@@ -123,24 +134,17 @@ def test_preflight_warns_suggests_and_strict_refuses(tmp_path: Path) -> None:
 def test_resume_bounded_by_a_step_starts_from_the_checkpoint_every_node_holds(tmp_path: Path) -> None:
     """`--resume --resume-max-step 10` (what a multi-node resume sends when the other rank's newest complete
     checkpoint is 10): this node resumes from checkpoint-10 and drops its own later checkpoint-20."""
-    venv = tmp_path / "venv"
-    (venv / "bin").mkdir(parents=True)
-    (venv / "bin/llamafactory-cli").write_text(FAKE_CLI)
-    (venv / "bin/llamafactory-cli").chmod(0o755)
-    paths = JobPaths.for_job(str(tmp_path / "jobs"), "r-20250101-000000-abcd")
+    paths, venv = supervised_job(
+        tmp_path,
+        "r-20250101-000000-abcd",
+        {"learning_rate": 5e-05},
+        {"attempts": [{"n": 1, "created_at": "x", "state": "cancelled"}]},
+    )
     root = Path(paths.root)
     for step in (10, 20):
         (root / f"output/checkpoint-{step}").mkdir(parents=True)
         (root / f"output/checkpoint-{step}/trainer_state.json").write_text("{}")
-    config = {"learning_rate": 5e-05, "output_dir": str(root / "output")}
-    job = {"id": "r-20250101-000000-abcd", "name": "r", "spec_file": "r.yaml", "created_at": "x", "host": "h",
-           "gpus": [0], "attempts": [{"n": 1, "created_at": "x", "state": "cancelled"}]}  # fmt: skip
-    Path(paths.job).write_text(json.dumps(job))
     Path(paths.state).write_text(json.dumps({"state": "cancelled", "reason": "cancelled by user"}))
-    Path(paths.config_json).write_text(json.dumps(config))
-    Path(paths.config).write_text(config_yaml(config, ["first"]))
-    Path(paths.launcher).write_text(launch.launcher_source())
-    hostbundle.install_local(Path(paths.host_code))
     argv = launch.launcher_argv(paths, str(venv), resume=True, resume_max_step=10)
     assert argv[-3:] == ["--resume", "--resume-max-step", "10"]
     done = subprocess.run([sys.executable, *argv[1:]], timeout=120)
