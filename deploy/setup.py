@@ -6,17 +6,16 @@ stack, and a verification that writes the host record (/etc/radeonlab/host.json)
 
 from pyinfra import host
 from pyinfra.api.exceptions import DeployError
-
-from roles.access import grant_gpu_access
-from roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
-from roles.gpu.facts import RadeonGpus
-from roles.gpu_env import configure_gpu_env
-from roles.gpu_env.plan import as_gpus
-from roles.python_stack import install_python_stack
-from roles.rocm import install_rocm
-from roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
-from roles.verify import verify_host
-from roles.wheel_cache import setup_wheel_cache
+from radeonlab.roles.access import grant_gpu_access
+from radeonlab.roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
+from radeonlab.roles.gpu.facts import RadeonGpus
+from radeonlab.roles.gpu_env import configure_gpu_env
+from radeonlab.roles.gpu_env.plan import as_gpus
+from radeonlab.roles.python_stack import install_python_stack
+from radeonlab.roles.rocm import install_rocm
+from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
+from radeonlab.roles.verify import verify_host
+from radeonlab.roles.wheel_cache import setup_wheel_cache
 
 # 1. The GPUs, once (KFD topology + DRM sysfs), judged for the ROCm release being installed.
 rocm_version = str(host.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"]))

@@ -6,12 +6,11 @@ matmul per GPU), even when nothing the check depends on changed.
 """
 
 from pyinfra import host
-
-from roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
-from roles.gpu.facts import RadeonGpus
-from roles.gpu_env.plan import as_gpus
-from roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
-from roles.verify import verify_host
+from radeonlab.roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
+from radeonlab.roles.gpu.facts import RadeonGpus
+from radeonlab.roles.gpu_env.plan import as_gpus
+from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
+from radeonlab.roles.verify import verify_host
 
 gpus = as_gpus(
     host.get_fact(

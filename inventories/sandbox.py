@@ -1,4 +1,4 @@
-"""pyinfra inventory of the sandbox workstations (SIMULATED hosts made by tests/sandbox, see its README).
+"""pyinfra inventory of the sandbox workstations (SIMULATED hosts made by radeonlab/sandbox, see its README).
 
 Reads <sandbox state dir>/inventory.json: the dir is $RADEONLAB_SANDBOX_DIR, else the sandbox's default.
 Every top-level list in a pyinfra inventory is a group, so helpers here start with `_`.
@@ -11,7 +11,9 @@ import json
 import os
 from pathlib import Path
 
-_DEFAULT_STATE_DIR = "/var/tmp/radeonlab-sandbox"  # = tests.sandbox.config.STATE_DIR (not imported: pyinfra
+_DEFAULT_STATE_DIR = (
+    "/var/tmp/radeonlab-sandbox"  # = radeonlab.sandbox.config.STATE_DIR (not imported: pyinfra
+)
 # loads inventories by path, and the checkout's tests package need not be importable from where it runs)
 _state_dir = Path(os.environ.get("RADEONLAB_SANDBOX_DIR", _DEFAULT_STATE_DIR))
 

@@ -29,6 +29,6 @@ pip_install() {
 pip_install -e ".[test]"
 # What the laptop side of the sandbox needs to make the tiny model and read adapters (torch, transformers,
 # tokenizers, peft): the versions come from roles/python_stack/defaults.py, the one place they are pinned.
-mapfile -t laptop_reqs < <(.venv/bin/python -m tests.sandbox laptop-requirements)
+mapfile -t laptop_reqs < <(.venv/bin/python -m radeonlab.sandbox laptop-requirements)
 pip_install "${laptop_reqs[@]}"
 echo "bootstrap: ready (.venv)"

@@ -5,4 +5,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
-exec .venv/bin/python -m tests.sandbox demo "$@"
+exec .venv/bin/radeonlab sandbox demo "$@"

@@ -1,4 +1,4 @@
-"""Shared fixtures. Sandbox workstations (tests/sandbox) are real hosts and need root.
+"""Shared fixtures. Sandbox workstations (radeonlab/sandbox) are real hosts and need root.
 
 Fixtures here:
   sandbox     (session)  a Sandbox with its own state dir; every host destroyed at session end, then
@@ -18,9 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.sandbox.hosts import Sandbox, SandboxHost
+from radeonlab.sandbox.hosts import Sandbox, SandboxHost
 
-pytest_plugins: list[str] = []  # e.g. "tests.sandbox.aptrepo_fixtures", "tests.sandbox.wheels_fixtures"
+pytest_plugins: list[
+    str
+] = []  # e.g. "radeonlab.sandbox.aptrepo_fixtures", "radeonlab.sandbox.wheels_fixtures"
 
 NOT_ROOT = "sandbox hosts need root (mount, unshare, chroot): run the tests as root"
 _TIMINGS: dict[str, float] = {}
@@ -76,7 +78,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 def inventory_target(sandbox: Sandbox, host: SandboxHost, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
     """`host` as the job runner sees it: through the project's own sandbox inventory file."""
-    from jobs.hosts import load_inventory
+    from radeonlab.jobs.fleet.inventory import load_inventory
 
     monkeypatch.setenv("RADEONLAB_SANDBOX_DIR", str(sandbox.state_dir))
     return load_inventory(Path(__file__).resolve().parents[1] / "inventories" / "sandbox.py")[host.name]

@@ -2,7 +2,7 @@
 tests/test_security.py), and the small helpers they share.
 
 Provisioning costs the most in CI, so these suites use the session's shared trainer host
-(tests/sandbox/provision.py `shared_trainer`, also used by the job e2e modules): provisioned by the first
+(radeonlab/sandbox/provision.py `shared_trainer`, also used by the job e2e modules): provisioned by the first
 module that asks, a no-op re-run (a few seconds) for the later ones, left for the session's teardown.
 The tiny model (random weights, a stand-in) and the demo data are built once per session too.
 """
@@ -19,13 +19,13 @@ from pathlib import Path
 from unittest import mock
 
 from click.testing import CliRunner, Result
+from radeonlab.jobs.fleet.inventory import HostTarget, load_inventory
 
-from jobs.cli import main
-from jobs.hosts import HostTarget, load_inventory
-from tests.sandbox import demodata, tinymodel
-from tests.sandbox.demo import write_spec
-from tests.sandbox.hosts import Sandbox, SandboxHost
-from tests.sandbox.provision import SHARED_TRAINER, shared_trainer
+from radeonlab.cli import main
+from radeonlab.sandbox import demodata, tinymodel
+from radeonlab.sandbox.demo import write_spec
+from radeonlab.sandbox.hosts import Sandbox, SandboxHost
+from radeonlab.sandbox.provision import SHARED_TRAINER, shared_trainer
 
 REPO = Path(__file__).resolve().parent.parent
 INVENTORY = str(REPO / "inventories/sandbox.py")

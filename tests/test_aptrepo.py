@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.sandbox import config
-from tests.sandbox.aptrepo import AptRepoInfo, build_repo
-from tests.sandbox.standins import catalog
-from tests.sandbox.web import serve, spawn
+from radeonlab.sandbox import config
+from radeonlab.sandbox.aptrepo import AptRepoInfo, build_repo
+from radeonlab.sandbox.standins import catalog
+from radeonlab.sandbox.web import serve, spawn
 
 RECORDED = catalog.RECORDED
 PIN_600 = "Package: *\nPin: release o=repo.radeon.com\nPin-Priority: 600\n"

@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from jobs.cli import main
-from jobs.jobid import is_job_id, new_job_id
-from tests.sandbox import demodata
-from tests.sandbox.demo import write_spec
-from tests.sandbox.hosts import Sandbox
+from radeonlab.cli import main
+from radeonlab.contract.jobid import is_job_id, new_job_id
+from radeonlab.sandbox import demodata
+from radeonlab.sandbox.demo import write_spec
+from radeonlab.sandbox.hosts import Sandbox
 
 REPO = Path(__file__).resolve().parent.parent
 HUB_MODEL = "Qwen/Qwen2.5-0.5B"  # a hub name: nothing local to build, never fetched (refused earlier)

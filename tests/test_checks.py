@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from radeonlab.jobs.spec.checks import ERROR, INFO, check_path
+from radeonlab.jobs.spec.datasets import DatasetAttr, check_file, iter_json_rows
 
-from jobs.checks import ERROR, INFO, check_path
-from jobs.cli import main
-from jobs.datasets import DatasetAttr, check_file, iter_json_rows
+from radeonlab.cli import main
 
 HERE = Path(__file__).parent
 LF = HERE / "fixtures" / "llamafactory-v0.9.5"

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from radeonlab.jobs.plan.estimate import GIB, EstimateError, ModelShape, estimate, fits
 
-from jobs.estimate import GIB, EstimateError, ModelShape, estimate, fits
-from tests.sandbox.tinymodel import MODEL_CONFIG
+from radeonlab.sandbox.tinymodel import MODEL_CONFIG
 
 # meta-llama/Meta-Llama-3-8B config.json values (as given in the brief)
 LLAMA3_8B = {

@@ -18,10 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from radeonlab.jobs.apply.launch import GONE_REASON
+from radeonlab.jobs.apply.sync import fetch_files, upload_files
+from radeonlab.jobs.ssh.connection import TransportError, connect
 
-from jobs.launch import GONE_REASON
-from jobs.sync import fetch_files, upload_files
-from jobs.transport import TransportError, connect
+from radeonlab.sandbox.hosts import Sandbox
 from tests.faultlab import (
     BLOBS_DIR,
     HOST,
@@ -40,7 +41,6 @@ from tests.faultlab import (
     wait_for,
     wait_logged_step,
 )
-from tests.sandbox.hosts import Sandbox
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 

@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from jobs.cli import main
-from jobs.fleet import (
+from radeonlab.jobs.fleet.inventory import HostTarget
+from radeonlab.jobs.fleet.probe import (
     HostStatus,
     exit_code,
     gather,
@@ -26,8 +25,9 @@ from jobs.fleet import (
     parse_probe,
     probe_script,
 )
-from jobs.hosts import HostTarget
-from roles.verify.defaults import RECORD_SCHEMA
+from radeonlab.roles.verify.defaults import RECORD_SCHEMA
+
+from radeonlab.cli import main
 
 GIB = 1024**3
 

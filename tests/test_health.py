@@ -6,9 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
-from jobs.health import GPU_ENV_FILE, PATTERNS, Kind, diagnose, nan_diagnosis, scan_text
-from jobs.metrics import TrainerLogReader
+from radeonlab.jobs.host.health import GPU_ENV_FILE, PATTERNS, Kind, diagnose, nan_diagnosis, scan_text
+from radeonlab.jobs.host.metrics import TrainerLogReader
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ERRORS = FIXTURES / "errors"

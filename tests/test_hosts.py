@@ -1,4 +1,4 @@
-"""jobs.hosts: pyinfra inventory files -> HostTarget records, with one-line errors."""
+"""radeonlab.jobs.fleet.inventory: pyinfra inventory files -> HostTarget records, with one-line errors."""
 
 from __future__ import annotations
 
@@ -6,8 +6,13 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from jobs.hosts import HostTarget, InventoryError, get_host, load_inventory, select_hosts
+from radeonlab.jobs.fleet.inventory import (
+    HostTarget,
+    InventoryError,
+    get_host,
+    load_inventory,
+    select_hosts,
+)
 
 INVENTORY = """
 _common = {"ssh_user": "lab", "ssh_key": "keys/id_ed25519", "ssh_known_hosts_file": "/srv/known_hosts"}

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from jobs.jobid import is_job_id, new_job_id, parse_job_id, sanitize_name
-from jobs.record import Attempt, JobPaths, JobRecord, StateRecord
-from jobs.state import TRANSITIONS, InvalidTransition, JobState, can_move, check_move
+from radeonlab.contract.jobid import is_job_id, new_job_id, parse_job_id, sanitize_name
+from radeonlab.contract.records import Attempt, JobPaths, JobRecord, StateRecord
+from radeonlab.contract.state import TRANSITIONS, InvalidTransition, JobState, can_move, check_move
 
 WHEN = datetime(2025, 3, 31, 23, 26, 19, tzinfo=UTC)
 

@@ -1,4 +1,4 @@
-"""End to end through the `radeonlab` CLI on ONE provisioned SIMULATED workstation (tests/sandbox).
+"""End to end through the `radeonlab` CLI on ONE provisioned SIMULATED workstation (radeonlab/sandbox).
 
 The host is provisioned once for the module by deploy/setup.py (real SSH; CPU torch stands in for ROCm
 torch), then the demo job runs through submit / watch / fetch exactly as a user types them, and the failure
@@ -23,13 +23,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from radeonlab.jobs.host.metrics import parse_line
 
-from jobs.cli import main
-from jobs.metrics import parse_line
-from tests.sandbox import demodata, tinymodel
-from tests.sandbox.demo import write_spec
-from tests.sandbox.hosts import Sandbox, SandboxHost
-from tests.sandbox.provision import SHARED_TRAINER, shared_trainer
+from radeonlab.cli import main
+from radeonlab.sandbox import demodata, tinymodel
+from radeonlab.sandbox.demo import write_spec
+from radeonlab.sandbox.hosts import Sandbox, SandboxHost
+from radeonlab.sandbox.provision import SHARED_TRAINER, shared_trainer
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 

@@ -1,6 +1,6 @@
 """Training health end to end on ONE provisioned SIMULATED workstation: real training of the tiny model.
 
-The host-side supervisor (jobs/remote/supervisor.py, inside the job's detached launcher) is driven into
+The host-side supervisor (jobs/host/supervisor.py, inside the job's detached launcher) is driven into
 real failures and must get out of them with no laptop involved: a real NaN (learning_rate 1e30), a real
 CPU allocation failure (RLIMIT_AS from `radeonlab: limits`), a SIGKILLed trainer (auto resume) and a
 SIGKILLed launcher (`radeonlab resume`), and the per-GPU FIFO queue. CPU torch stands in for ROCm torch.
@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from radeonlab.jobs.host.metrics import parse_line
 
-from jobs.cli import main
-from jobs.metrics import parse_line
-from tests.sandbox import demodata, tinymodel
-from tests.sandbox.demo import write_spec
-from tests.sandbox.hosts import Sandbox, SandboxHost
-from tests.sandbox.provision import SHARED_TRAINER, shared_trainer
+from radeonlab.cli import main
+from radeonlab.sandbox import demodata, tinymodel
+from radeonlab.sandbox.demo import write_spec
+from radeonlab.sandbox.hosts import Sandbox, SandboxHost
+from radeonlab.sandbox.provision import SHARED_TRAINER, shared_trainer
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 

@@ -17,10 +17,10 @@ import time
 from pathlib import Path
 
 import pytest
+from radeonlab.jobs.apply import launch
 
-from jobs import launch
-from jobs.record import JobPaths
-from jobs.state import JobState
+from radeonlab.contract.records import JobPaths
+from radeonlab.contract.state import JobState
 
 FAKE_CLI = f"""#!{sys.executable}
 # SIMULATED llamafactory-cli for the launcher tests: no training happens here.
@@ -281,7 +281,7 @@ def test_start_shell_round_trips_hostile_words() -> None:
 
 
 def test_reconcile_running_without_process_is_failed() -> None:
-    from jobs.record import StateRecord
+    from radeonlab.contract.records import StateRecord
 
     running = StateRecord(JobState.RUNNING, pid=42, started_at="t0")
     gone = launch.reconcile(running, pid_alive=False, ended_at="t1")

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from jobs import lf_args
-from roles.python_stack.defaults import DEFAULTS
+from radeonlab.jobs.spec import lf_args
+from radeonlab.roles.python_stack.defaults import DEFAULTS
 
 
 def test_generated_from_the_pinned_versions() -> None:
@@ -42,13 +41,13 @@ def test_choice_values() -> None:
 
 @pytest.mark.slow
 def test_committed_list_matches_the_real_package() -> None:
-    """Regenerate from llamafactory in the generator venv; any drift means jobs/lf_args.json is stale."""
+    """Regenerate from llamafactory in the generator venv; any drift means jobs/spec/lf_args.json is stale."""
     if not (lf_args.generator_venv() / "bin" / "llamafactory-cli").exists():
         lf_args.make_venv()  # cached under the sandbox cache dir: built once per machine (~1.5 min)
     fresh = lf_args.regenerate()
     committed = lf_args.load()
     assert fresh["versions"] == committed["versions"]
     drift = sorted(set(fresh["keys"]) ^ set(committed["keys"]))
-    assert not drift, f"keys added/removed: {drift}; run python -m jobs.lf_args --regenerate"
+    assert not drift, f"keys added/removed: {drift}; run python -m radeonlab.jobs.spec.lf_args --regenerate"
     changed = sorted(k for k in fresh["keys"] if fresh["keys"][k] != committed["keys"][k])
-    assert not changed, f"keys changed: {changed}; run python -m jobs.lf_args --regenerate"
+    assert not changed, f"keys changed: {changed}; run python -m radeonlab.jobs.spec.lf_args --regenerate"

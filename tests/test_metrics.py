@@ -6,8 +6,7 @@ import math
 from pathlib import Path
 
 import pytest
-
-from jobs.metrics import (
+from radeonlab.jobs.host.metrics import (
     LIKELY_CAUSES,
     TrainerLogReader,
     loss_not_falling,

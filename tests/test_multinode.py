@@ -7,14 +7,16 @@ import json
 from pathlib import Path
 
 import pytest
+from radeonlab.jobs.apply import launch
+from radeonlab.jobs.apply import submit as runner
+from radeonlab.jobs.apply.sync import UploadReport
+from radeonlab.jobs.fleet.inventory import HostTarget
+from radeonlab.jobs.plan import nodes as multinode
+from radeonlab.jobs.spec.load import load, parse_text
+from radeonlab.jobs.ssh.connection import RunResult
 
-from jobs import launch, multinode, runner
-from jobs.errors import RadeonlabError
-from jobs.hosts import HostTarget
-from jobs.record import JobPaths
-from jobs.spec import load, parse_text
-from jobs.sync import UploadReport
-from jobs.transport import RunResult
+from radeonlab.contract.records import JobPaths
+from radeonlab.errors import RadeonlabError
 
 
 def target(name: str, address: str, **data: object) -> HostTarget:
@@ -181,7 +183,7 @@ def test_ranks_are_staged_like_one_host_and_a_busy_gpu_cancels_every_node(
     ],
 )  # fmt: skip
 def test_ranks_resume_from_the_newest_complete_checkpoint_all_hold(listings: list, step: int) -> None:
-    from jobs.resume import common_checkpoint_step
+    from radeonlab.jobs.track.resume import common_checkpoint_step
 
     assert common_checkpoint_step(listings) == step
 

@@ -1,4 +1,5 @@
-"""A two-node LoRA job on TWO provisioned SIMULATED workstations (tests/sandbox), through the `radeonlab` CLI.
+"""A two-node LoRA job on TWO provisioned SIMULATED workstations (radeonlab/sandbox), through the
+`radeonlab` CLI.
 
 Both hosts are provisioned once for the module by deploy/setup.py (real SSH; CPU torch stands in for ROCm
 torch, so the ranks talk gloo over loopback instead of RCCL over a LAN). Sandbox hosts share this machine's
@@ -18,14 +19,14 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from radeonlab.jobs.host.metrics import parse_line
 
-from jobs.cli import main
-from jobs.metrics import parse_line
+from radeonlab.cli import main
+from radeonlab.sandbox import demodata, tinymodel
+from radeonlab.sandbox.demo import write_spec
+from radeonlab.sandbox.hosts import Sandbox, SandboxHost
+from radeonlab.sandbox.provision import provision_hosts
 from tests.faultlab import state_on_host, wait_for, wait_logged_step
-from tests.sandbox import demodata, tinymodel
-from tests.sandbox.demo import write_spec
-from tests.sandbox.hosts import Sandbox, SandboxHost
-from tests.sandbox.provision import provision_hosts
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 
@@ -198,9 +199,11 @@ def test_cancel_stops_every_rank(lab: TwoNodes) -> None:
 
 
 def complete_checkpoints(lab: TwoNodes, host: str, job_id: str) -> set[int]:
-    out = lab.hosts[host].exec(
-        f"ls -d {JOBS_DIR}/{job_id}/output/checkpoint-*/trainer_state.json 2>/dev/null", check=False
-    ).stdout
+    out = (
+        lab.hosts[host]
+        .exec(f"ls -d {JOBS_DIR}/{job_id}/output/checkpoint-*/trainer_state.json 2>/dev/null", check=False)
+        .stdout
+    )
     return {int(m) for m in re.findall(r"checkpoint-(\d+)/", out)}
 
 

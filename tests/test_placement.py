@@ -1,7 +1,8 @@
 """Placement: which host a job goes to when `submit` is not told, and why every other host was not chosen.
 
 Host records as the deploy writes them (roles/verify/record.py), for the three simulated cards' recorded
-values (tests/sandbox/simcards.py CARDS: VRAM from LACT / rocm-smi / rocminfo recordings, see its `derived`
+values (radeonlab/sandbox/simcards.py CARDS: VRAM from LACT / rocm-smi / rocminfo recordings, see its
+`derived`
 notes), a cpu-only sandbox demo host and an unreachable host. No SSH here except the last tests, which run
 the real probe script under this machine's bash against a job folder made on disk.
 """
@@ -17,11 +18,11 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from radeonlab.jobs.plan import placement
+from radeonlab.jobs.plan.placement import Candidate, Needs, PlacementError, choose, gfx_matches, needs_of
+from radeonlab.jobs.spec.load import parse_text
 
-from jobs import placement
-from jobs.placement import Candidate, Needs, PlacementError, choose, gfx_matches, needs_of
-from jobs.spec import parse_text
-from tests.sandbox.simcards import CARDS
+from radeonlab.sandbox.simcards import CARDS
 from tests.test_estimate import LLAMA3_8B
 
 BF16 = {"rx7900xtx": True, "rx6700xt": False, "rx9070xt": True}  # rocm-facts.md card table
@@ -186,7 +187,7 @@ def test_submit_without_a_fitting_host_exits_nonzero_with_every_reason(tmp_path:
     gathered = {c.name: c for c in fleet()}
     monkeypatch.setattr(placement, "gather", lambda targets, timeout: [gathered[t.name] for t in targets])
     env = {"RADEONLAB_HOME": str(tmp_path / "home")}
-    from jobs.cli import main
+    from radeonlab.cli import main
 
     result = CliRunner().invoke(main, ["submit", str(spec), "-i", str(inventory)], env=env)
     assert result.exit_code == 1, result.output

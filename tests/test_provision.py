@@ -1,6 +1,6 @@
 """End to end: deploy/setup.py provisions three SIMULATED workstations over real SSH, twice.
 
-The hosts are sandbox hosts (tests/sandbox: real Debian 12 hosts on loopback with recorded Radeon cards'
+The hosts are sandbox hosts (radeonlab/sandbox: real Debian 12 hosts on loopback with recorded Radeon cards'
 sysfs), the ROCm packages come from the sandbox's SIMULATED AMD-shaped apt repository and the Python stack
 from its local wheel index (CPU torch standing in for the ROCm build), all pointed at through the product's
 own settings. The expensive provisioning runs once per test session (the `provisioned` fixture); the tests
@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from radeonlab.jobs.fleet import probe as fleet
 
-from jobs import fleet
+from radeonlab.sandbox import aptrepo, web, wheels
+from radeonlab.sandbox.hosts import Sandbox, SandboxHost
 from tests.conftest import inventory_target
-from tests.sandbox import aptrepo, web, wheels
-from tests.sandbox.hosts import Sandbox, SandboxHost
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 

@@ -7,8 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from jobs.readings import (
+from radeonlab.jobs.host.readings import (
     parse_readings_output,
     parse_rocm_smi_json,
     parse_rocm_smi_text,

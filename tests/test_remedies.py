@@ -5,10 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from jobs.health import Diagnosis, Kind
-from jobs.record import Attempt as AttemptRecord
-from jobs.remedies import (
+from radeonlab.jobs.host.health import Diagnosis, Kind
+from radeonlab.jobs.host.remedies import (
     SETTINGS,
     STEPS,
     Attempt,
@@ -19,7 +17,9 @@ from jobs.remedies import (
     resume_checkpoint,
     unknown_steps,
 )
-from jobs.spec import Remedy
+from radeonlab.jobs.spec.load import Remedy
+
+from radeonlab.contract.records import Attempt as AttemptRecord
 
 NAN = Diagnosis(Kind.NAN, "step 30: loss nan", "advice", step=30, safe_step=20, pattern="loss")
 OOM = Diagnosis(

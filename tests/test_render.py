@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 import yaml
+from radeonlab.jobs.plan.render import CPU_NOTE, RenderError, local_model_dir, render
+from radeonlab.jobs.spec.load import parse_text
 
-from jobs.record import JobPaths
-from jobs.render import CPU_NOTE, RenderError, local_model_dir, render
-from jobs.spec import parse_text
+from radeonlab.contract.records import JobPaths
 
 JOB = "demo-20250101-120000-beef"
 PATHS = JobPaths.for_job("/home/lab/radeonlab/jobs", JOB)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from roles.access.check import access_problems
-from roles.access.facts import DeviceNodes
+from radeonlab.roles.access.check import access_problems
+from radeonlab.roles.access.facts import DeviceNodes
 
 PATTERNS = ["/dev/kfd", "/dev/dri/renderD*"]
 UBUNTU = {  # as udev creates them on Ubuntu

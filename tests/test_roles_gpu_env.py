@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from pyinfra.api.util import get_template
-
-from roles.gpu import cards
-from roles.gpu_env import TEMPLATE
-from roles.gpu_env.plan import as_gpus, gpu_env
+from radeonlab.roles.gpu import cards
+from radeonlab.roles.gpu_env import TEMPLATE
+from radeonlab.roles.gpu_env.plan import as_gpus, gpu_env
 
 GIB = 1024**3
 MIN_VRAM = 6 * GIB
@@ -16,7 +15,8 @@ ROCM = "7.2.4"
 
 
 def gpu(index: int, gfx: str, name: str, vram: int, node: int | None = None) -> cards.Gpu:
-    """A Gpu record as roles/gpu builds it, conclusions from roles.gpu.cards (re-judged by gpu_env anyway)."""
+    """A Gpu record as roles/gpu builds it, conclusions from radeonlab.roles.gpu.cards (re-judged by
+    gpu_env anyway)."""
     return cards.Gpu(
         node=node if node is not None else index + 1,
         rocr_index=index,

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
-from roles.python_stack import plan
-from roles.python_stack.defaults import DEFAULTS
-from roles.python_stack.facts import InstalledDistributions
+from radeonlab.roles.python_stack import plan
+from radeonlab.roles.python_stack.defaults import DEFAULTS
+from radeonlab.roles.python_stack.facts import InstalledDistributions
 
 
 def everything_installed(torch: str = "2.13.0+rocm7.2") -> dict[str, str | None]:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 from pyinfra.api.exceptions import DeployError
-
-from roles.python_stack.defaults import PYTORCH_ROCM_PAIRING
-from roles.rocm import repos
-from roles.rocm.defaults import DEFAULTS
+from radeonlab.roles.python_stack.defaults import PYTORCH_ROCM_PAIRING
+from radeonlab.roles.rocm import repos
+from radeonlab.roles.rocm.defaults import DEFAULTS
 
 
 def fact(name: str, major: int, minor: int, codename: str) -> dict:
@@ -103,7 +102,7 @@ def test_driver_repository_per_rocm_series() -> None:
 
 
 def test_default_rocm_pairs_with_the_pinned_torch() -> None:
-    from roles.python_stack.defaults import DEFAULTS as STACK
+    from radeonlab.roles.python_stack.defaults import DEFAULTS as STACK
 
     assert (
         repos.torch_pairing_problem(DEFAULTS["rocm_version"], STACK["pytorch_version"], PYTORCH_ROCM_PAIRING)

@@ -7,8 +7,9 @@ import subprocess
 import sys
 from dataclasses import replace
 
-from roles.verify import record as rec
-from roles.verify.facts import CHECK_SCRIPT, StackCheckState, StackReport
+from radeonlab.roles.verify import record as rec
+from radeonlab.roles.verify.facts import CHECK_SCRIPT, StackCheckState, StackReport
+
 from tests.test_roles_gpu_env import R9070, XTX
 
 CPU_REPORT = {

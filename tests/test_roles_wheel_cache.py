@@ -9,10 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from roles.python_stack.defaults import DEFAULTS as STACK
-from roles.python_stack.plan import PythonChoice
-from roles.wheel_cache import plan
-from roles.wheel_cache.defaults import DEFAULTS
+from radeonlab.roles.python_stack.defaults import DEFAULTS as STACK
+from radeonlab.roles.python_stack.plan import PythonChoice
+from radeonlab.roles.wheel_cache import plan
+from radeonlab.roles.wheel_cache.defaults import DEFAULTS
 
 BUILD_INDEX = Path(plan.__file__).with_name("build_index.py")
 

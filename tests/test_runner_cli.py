@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from radeonlab.jobs.apply import submit as runner
+from radeonlab.jobs.fleet.hostrecord import blobs_dir, read_host_record
+from radeonlab.jobs.fleet.inventory import HostTarget, InventoryError, load_inventory
+from radeonlab.jobs.spec import load as spec_module
+from radeonlab.jobs.ssh.connection import RunResult
 
-from jobs import runner
-from jobs import spec as spec_module
-from jobs.cli import main
-from jobs.errors import NotProvisionedError, RadeonlabError
-from jobs.hostrecord import blobs_dir, read_host_record
-from jobs.hosts import HostTarget, InventoryError, load_inventory
-from jobs.transport import RunResult
-from tests.sandbox import demodata
-from tests.sandbox.demo import sparkline, write_spec
+from radeonlab.cli import main
+from radeonlab.errors import NotProvisionedError, RadeonlabError
+from radeonlab.sandbox import demodata
+from radeonlab.sandbox.demo import sparkline, write_spec
 
 REPO = Path(__file__).resolve().parent.parent
 SEED = REPO / "jobs/examples/seed.yaml"
@@ -125,9 +125,10 @@ def test_submit_places_among_several_hosts_unless_one_is_named(tmp_path: Path) -
 
 
 def test_dataset_files_are_the_ones_the_spec_trains_on(tmp_path: Path) -> None:
-    from jobs import spec as spec_module
-    from jobs.record import JobPaths
-    from jobs.render import render
+    from radeonlab.jobs.plan.render import render
+    from radeonlab.jobs.spec import load as spec_module
+
+    from radeonlab.contract.records import JobPaths
 
     spec_path = write_spec(tmp_path, {})
     demodata.write_dataset(tmp_path / "data")
@@ -144,7 +145,7 @@ def test_dataset_files_are_the_ones_the_spec_trains_on(tmp_path: Path) -> None:
 
 
 def test_placement_refuses_a_card_with_too_little_vram(tmp_path: Path) -> None:
-    from jobs import spec as spec_module
+    from radeonlab.jobs.spec import load as spec_module
 
     spec = spec_module.parse_text(
         "stage: sft\nradeonlab:\n  placement: {min_vram_gb: 24}\n", tmp_path / "s.yaml"

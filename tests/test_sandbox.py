@@ -12,8 +12,8 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from tests.sandbox import simcards
-from tests.sandbox.hosts import Sandbox, SandboxHost, mounts_under, pids_rooted_in
+from radeonlab.sandbox import simcards
+from radeonlab.sandbox.hosts import Sandbox, SandboxHost, mounts_under, pids_rooted_in
 
 pytestmark = pytest.mark.sandbox
 

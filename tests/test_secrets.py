@@ -15,17 +15,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from radeonlab.jobs.apply import bundle as hostbundle
+from radeonlab.jobs.apply import launch, secrets
+from radeonlab.jobs.apply import submit as runner
+from radeonlab.jobs.apply.sync import UploadReport
+from radeonlab.jobs.fleet.inventory import HostTarget
+from radeonlab.jobs.host.supervisor import config_yaml
+from radeonlab.jobs.plan.render import render
+from radeonlab.jobs.spec import load as spec_module
+from radeonlab.jobs.ssh.connection import RunResult
+from radeonlab.jobs.track import resume as resume_module
 
-from jobs import hostbundle, launch, runner, secrets
-from jobs import resume as resume_module
-from jobs import spec as spec_module
-from jobs.hosts import HostTarget
-from jobs.record import JobPaths, StateRecord
-from jobs.remote.supervisor import config_yaml
-from jobs.render import render
-from jobs.state import JobState
-from jobs.sync import UploadReport
-from jobs.transport import RunResult
+from radeonlab.contract.records import JobPaths, StateRecord
+from radeonlab.contract.state import JobState
 
 TOKEN = "hf_unitSECRET0123456789"
 KEY = "wandb-unitSECRET-abcdef"

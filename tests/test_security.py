@@ -21,8 +21,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from radeonlab.jobs.ssh import connection as transport
 
-from jobs import transport
+from radeonlab.sandbox.hosts import Sandbox
 from tests.faultlab import (
     HOST,
     INVENTORY,
@@ -37,7 +38,6 @@ from tests.faultlab import (
     submit,
     wait_logged_step,
 )
-from tests.sandbox.hosts import Sandbox
 
 REPO = Path(__file__).resolve().parent.parent
 SECRET_IN_SPEC = "hf_SPECsecret0123456789abcdef"
@@ -239,7 +239,8 @@ def test_the_specs_secret_reaches_the_training_process(secret_job: dict) -> None
 
 
 def test_quote_argv_is_the_only_way_commands_are_built() -> None:
-    """Remote commands come from jobs.transport.quote_argv / shlex; no f-string is sent to Remote.run."""
+    """Remote commands come from radeonlab.jobs.ssh.connection.quote_argv / shlex; no f-string is sent to
+    Remote.run."""
     offenders = []
     for path in sorted((REPO / "jobs").rglob("*.py")):
         tree = ast.parse(path.read_text())

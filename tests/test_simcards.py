@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from radeonlab.roles.gpu.sysfs import read_sysfs
 
-from roles.gpu.sysfs import read_sysfs
-from tests.sandbox import simcards
+from radeonlab.sandbox import simcards
 
 # (card, gfx, name, VRAM GiB rounded, bf16): the cards issue 2 asks the sandbox to simulate.
 EXPECTED = [

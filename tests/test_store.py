@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from jobs import store
+from radeonlab.jobs.fleet import store
 
 
 def host_job(

@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from radeonlab.jobs.apply import bundle as hostbundle
+from radeonlab.jobs.apply import launch
+from radeonlab.jobs.host.supervisor import config_yaml, yaml_scalar
+from radeonlab.jobs.plan import preflight
 
-from jobs import hostbundle, launch, preflight
-from jobs.record import Attempt, JobPaths, attempt_line
-from jobs.remote.supervisor import config_yaml, yaml_scalar
+from radeonlab.contract.records import Attempt, JobPaths, attempt_line
 
 FAKE_CLI = f"""#!{sys.executable}
 # SIMULATED llamafactory-cli: reads learning_rate from the config it is given, logs steps, NaN if lr > 1.
@@ -37,7 +39,7 @@ open("output/adapter_model.safetensors", "wb").write(b"simulated adapter")
 def test_shipped_code_imports_on_a_bare_python3(tmp_path: Path) -> None:
     hostbundle.install_local(tmp_path / "host")
     code = (
-        "import sys; sys.path.insert(0, sys.argv[1]); from jobs.remote import supervisor; "
+        "import sys; sys.path.insert(0, sys.argv[1]); from radeonlab.jobs.host import supervisor; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('yaml', 'jinja2', 'pyinfra', 'fabric')))"
     )
     # -I: no site-packages, no PYTHONPATH: only the standard library and the shipped files

@@ -1,4 +1,5 @@
-"""jobs.sync against a sandbox host (SIMULATED workstation, real sshd): content-addressed uploads, fetches."""
+"""radeonlab.jobs.apply.sync against a sandbox host (SIMULATED workstation, real sshd): content-addressed
+uploads, fetches."""
 
 from __future__ import annotations
 
@@ -6,10 +7,10 @@ import os
 from pathlib import Path
 
 import pytest
+from radeonlab.jobs.apply.sync import SyncError, fetch_files, upload_files
+from radeonlab.jobs.fleet.inventory import HostTarget
+from radeonlab.jobs.ssh.connection import connect, sha256_file
 
-from jobs.hosts import HostTarget
-from jobs.sync import SyncError, fetch_files, upload_files
-from jobs.transport import connect, sha256_file
 from tests.conftest import inventory_target, module_host
 
 BLOBS = "/home/lab/radeonlab/blobs"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.sandbox import demodata, tinymodel, wheels
+from radeonlab.sandbox import demodata, tinymodel, wheels
 from tests.test_wheels import cached_stack_venv
 
 DEMO_SPEC = Path(__file__).resolve().parent.parent / "jobs" / "examples" / "demo.yaml"

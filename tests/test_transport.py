@@ -1,7 +1,8 @@
-"""jobs.transport: quoting, secrets off the command line, host keys, atomic resumable transfers.
+"""radeonlab.jobs.ssh.connection: quoting, secrets off the command line, host keys, atomic resumable
+transfers.
 
 The quoting tests run the quoted line through a local POSIX shell (what sshd does on the host); the
-`sandbox` tests run against a real SSH host from tests/sandbox (SIMULATED workstation, real sshd).
+`sandbox` tests run against a real SSH host from radeonlab/sandbox (SIMULATED workstation, real sshd).
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ import threading
 from pathlib import Path
 
 import pytest
-
-from jobs.hosts import HostTarget
-from jobs.transport import (
+from radeonlab.jobs.fleet.inventory import HostTarget
+from radeonlab.jobs.ssh.connection import (
     ChangedHostKeyError,
     RemoteCommandError,
     TransportError,
@@ -28,6 +28,7 @@ from jobs.transport import (
     quote_argv,
     sha256_file,
 )
+
 from tests.conftest import inventory_target, module_host
 
 HOSTILE = [

@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from radeonlab.jobs.fleet.inventory import HostTarget, load_inventory, select_hosts
+from radeonlab.jobs.fleet.probe import gather
+from radeonlab.roles.wheel_cache.defaults import DEFAULTS as CACHE_DEFAULTS
 
-from jobs.cli import main
-from jobs.fleet import gather
-from jobs.hosts import HostTarget, load_inventory, select_hosts
-from roles.wheel_cache.defaults import DEFAULTS as CACHE_DEFAULTS
-from tests.sandbox import aptrepo, web, wheels
-from tests.sandbox.hosts import Sandbox, SandboxHost
+from radeonlab.cli import main
+from radeonlab.sandbox import aptrepo, web, wheels
+from radeonlab.sandbox.hosts import Sandbox, SandboxHost
 from tests.test_provision import Run, run_deploy
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
@@ -188,8 +188,8 @@ def test_jobs_without_a_host_go_where_they_fit_queue_and_all_finish(lab: Lab, tm
     import subprocess
     import sys
 
-    from tests.sandbox import demodata, tinymodel
-    from tests.sandbox.demo import write_spec
+    from radeonlab.sandbox import demodata, tinymodel
+    from radeonlab.sandbox.demo import write_spec
 
     spec = write_spec(tmp_path, {"max_steps": PLACED_STEPS, "save_steps": PLACED_STEPS})
     spec.write_text(spec.read_text() + "bf16: true\n")

@@ -14,17 +14,17 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from radeonlab.roles.python_stack.defaults import DEFAULTS
 
-from roles.python_stack.defaults import DEFAULTS
-from tests.sandbox import config, wheels
+from radeonlab.sandbox import config, wheels
 
 
 @contextmanager
 def serving(directory: Path) -> Iterator[str]:
-    """Serve `directory` on loopback; yields its base URL. Uses tests.sandbox.web when present, else
+    """Serve `directory` on loopback; yields its base URL. Uses radeonlab.sandbox.web when present, else
     `python -m http.server` (the shared web module is written separately)."""
     try:
-        from tests.sandbox import web  # type: ignore[attr-defined]
+        from radeonlab.sandbox import web  # type: ignore[attr-defined]
     except ImportError:
         web = None
     if web is not None:

@@ -6,12 +6,11 @@ from pyinfra import host, logger
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.operations import server
-
-from roles.access.check import access_problems
-from roles.access.defaults import DEFAULTS
-from roles.access.facts import DeviceNodes
-from roles.python_stack import stack_paths
-from roles.python_stack.facts import UserGroups
+from radeonlab.roles.access.check import access_problems
+from radeonlab.roles.access.defaults import DEFAULTS
+from radeonlab.roles.access.facts import DeviceNodes
+from radeonlab.roles.python_stack import stack_paths
+from radeonlab.roles.python_stack.facts import UserGroups
 
 
 @deploy("Give the training user GPU access", data_defaults=DEFAULTS)

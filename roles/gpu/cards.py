@@ -1,6 +1,7 @@
 """What radeonlab knows about AMD GPUs: data tables and pure functions, in one place.
 
-Nothing here reads the machine. `roles.gpu.sysfs` turns sysfs text into `Gpu` records with these functions;
+Nothing here reads the machine. `radeonlab.roles.gpu.sysfs` turns sysfs text into `Gpu` records with these
+functions;
 the ROCm and training roles ask them which override, wheel family or training device a card needs.
 
 Sources (see /work/shared/notes/rocm-facts.md for the field notes they come from):

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from pyinfra.api import FactBase
+from radeonlab.roles.gpu import cards, sysfs
 from typing_extensions import override
-
-from roles.gpu import cards, sysfs
 
 
 class RadeonGpus(FactBase[list[dict[str, object]]]):

@@ -1,6 +1,7 @@
 """Read AMD GPUs from sysfs: one shell command dumps the files, one parser turns the dump into `Gpu`s.
 
-The pyinfra fact (`roles.gpu.facts.RadeonGpus`) runs `dump_command` on a host; `read_sysfs` runs the very same
+The pyinfra fact (`radeonlab.roles.gpu.facts.RadeonGpus`) runs `dump_command` on a host; `read_sysfs` runs
+the very same
 command on this machine (for `radeonlab gpus --sysfs ROOT` and for recorded trees). Both parse with
 `parse_dump`, so there is one parser.
 
@@ -22,7 +23,7 @@ import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
-from roles.gpu import cards
+from radeonlab.roles.gpu import cards
 
 CARD_FILES = ("vendor", "device", "revision", "mem_info_vram_total", "mem_info_vram_used")
 

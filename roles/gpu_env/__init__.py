@@ -9,12 +9,11 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.operations import files
-
-from roles.gpu.cards import Gpu
-from roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
-from roles.gpu_env.defaults import DEFAULTS
-from roles.gpu_env.plan import gpu_env
-from roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
+from radeonlab.roles.gpu.cards import Gpu
+from radeonlab.roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
+from radeonlab.roles.gpu_env.defaults import DEFAULTS
+from radeonlab.roles.gpu_env.plan import gpu_env
+from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
 
 TEMPLATE = Path(__file__).parent / "templates" / "radeonlab-gpu.sh.j2"
 

@@ -1,8 +1,9 @@
-"""What /etc/profile.d/radeonlab-gpu.sh says for a host's GPUs: pure functions over roles.gpu.cards.Gpu.
+"""What /etc/profile.d/radeonlab-gpu.sh says for a host's GPUs: pure functions over
+radeonlab.roles.gpu.cards.Gpu.
 
 PYTORCH_ROCM_ARCH lists the targets the training GPUs *run as*: a card borrowing gfx1030's code through
 HSA_OVERRIDE_GFX_VERSION=10.3.0 (an RX 6700 XT, gfx1031) reports itself to HIP as gfx1030, so that is the
-target extensions must be built for (roles.gpu.cards.rocm_arch_list).
+target extensions must be built for (radeonlab.roles.gpu.cards.rocm_arch_list).
 """
 
 from __future__ import annotations
@@ -11,7 +12,14 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from roles.gpu.cards import Gpu, gfx_from_hsa_version, is_native, is_supported, override_for, rocm_arch_list
+from radeonlab.roles.gpu.cards import (
+    Gpu,
+    gfx_from_hsa_version,
+    is_native,
+    is_supported,
+    override_for,
+    rocm_arch_list,
+)
 
 GIB = 1024**3
 
@@ -81,7 +89,7 @@ _GPU_FIELDS = {f.name for f in dataclasses.fields(Gpu)}
 
 
 def as_gpus(fact_value: Sequence[Gpu | dict]) -> list[Gpu]:
-    """The RadeonGpus fact's dicts as roles.gpu.cards.Gpu records (extra keys like uuid/runs_as dropped)."""
+    """The RadeonGpus fact's dicts as cards.Gpu records (extra keys like uuid/runs_as dropped)."""
     return [
         g if isinstance(g, Gpu) else Gpu(**{k: v for k, v in g.items() if k in _GPU_FIELDS})
         for g in fact_value

@@ -13,11 +13,10 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.server import Home, LinuxDistribution, User
 from pyinfra.operations import apt, files, pip
-
-from roles.python_stack import plan
-from roles.python_stack.defaults import DEFAULTS
-from roles.python_stack.facts import InstalledDistributions, PythonVersion, UserGroups
-from roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
+from radeonlab.roles.python_stack import plan
+from radeonlab.roles.python_stack.defaults import DEFAULTS
+from radeonlab.roles.python_stack.facts import InstalledDistributions, PythonVersion, UserGroups
+from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
 
 TEMPLATES = Path(__file__).parent / "templates"
 # Modes of the folders the role creates, owned by the training user and its primary group. The jobs dir

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from roles.gpu.cards import version_tuple
+from radeonlab.roles.gpu.cards import version_tuple
 
 
 def normalize(name: str) -> str:

@@ -13,11 +13,10 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.server import LinuxDistribution
 from pyinfra.operations import apt, files, python, server
 from pyinfra.operations.util import any_changed
-
-from roles.python_stack.defaults import DEFAULTS as PYTHON_STACK_DEFAULTS
-from roles.python_stack.defaults import PYTORCH_ROCM_PAIRING
-from roles.rocm import repos
-from roles.rocm.defaults import DEFAULTS
+from radeonlab.roles.python_stack.defaults import DEFAULTS as PYTHON_STACK_DEFAULTS
+from radeonlab.roles.python_stack.defaults import PYTORCH_ROCM_PAIRING
+from radeonlab.roles.rocm import repos
+from radeonlab.roles.rocm.defaults import DEFAULTS
 
 TEMPLATES = Path(__file__).parent / "templates"
 SUDO: dict[str, Any] = {"_sudo": True}

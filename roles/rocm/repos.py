@@ -1,7 +1,7 @@
 """What the ROCm role writes, computed from the distribution and the role's data: pure functions.
 
 No pyinfra here: tests feed (distribution fact, data) and compare the sources lines, pin contents and
-package lists; `roles.rocm` turns them into operations.
+package lists; `radeonlab.roles.rocm` turns them into operations.
 """
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyinfra.api.exceptions import DeployError
-
-from roles.gpu.cards import core_sdk_family, version_tuple
-from roles.rocm.defaults import SUPPORTED_DISTROS
+from radeonlab.roles.gpu.cards import core_sdk_family, version_tuple
+from radeonlab.roles.rocm.defaults import SUPPORTED_DISTROS
 
 SUPPORTED_TEXT = "Ubuntu 22.04/24.04, Debian 12/13"
 

@@ -6,16 +6,15 @@ from collections.abc import Sequence
 
 from pyinfra import host, state
 from pyinfra.api import deploy
-
-from roles.access.defaults import DEFAULTS as ACCESS_DEFAULTS
-from roles.gpu.cards import Gpu
-from roles.gpu_env.plan import for_rocm
-from roles.python_stack import stack_paths
-from roles.python_stack.defaults import DEFAULTS as PYTHON_STACK_DEFAULTS
-from roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
-from roles.verify import table
-from roles.verify.defaults import DEFAULTS
-from roles.verify.operations import host_record
+from radeonlab.roles.access.defaults import DEFAULTS as ACCESS_DEFAULTS
+from radeonlab.roles.gpu.cards import Gpu
+from radeonlab.roles.gpu_env.plan import for_rocm
+from radeonlab.roles.python_stack import stack_paths
+from radeonlab.roles.python_stack.defaults import DEFAULTS as PYTHON_STACK_DEFAULTS
+from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
+from radeonlab.roles.verify import table
+from radeonlab.roles.verify.defaults import DEFAULTS
+from radeonlab.roles.verify.operations import host_record
 
 
 @deploy("Verify the host and write its record", data_defaults=DEFAULTS)

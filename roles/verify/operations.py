@@ -14,11 +14,10 @@ from typing import Any
 from pyinfra import host
 from pyinfra.api import operation
 from pyinfra.operations import files
-
-from roles.gpu.cards import Gpu
-from roles.rocm.facts import RocmInstalledVersion
-from roles.verify import record as rec
-from roles.verify.facts import CHECK_SCRIPT, HostRecord, StackCheckState, StackReport
+from radeonlab.roles.gpu.cards import Gpu
+from radeonlab.roles.rocm.facts import RocmInstalledVersion
+from radeonlab.roles.verify import record as rec
+from radeonlab.roles.verify.facts import CHECK_SCRIPT, HostRecord, StackCheckState, StackReport
 
 # host name -> (record, report, checked_at), filled as the operation runs; read by the end-of-run table.
 # checked_at is None when the check ran in this run, else when the reused report was observed.

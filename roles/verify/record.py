@@ -7,8 +7,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from roles.gpu.cards import Gpu
-from roles.verify.defaults import RECORD_SCHEMA
+from radeonlab.roles.gpu.cards import Gpu
+from radeonlab.roles.verify.defaults import RECORD_SCHEMA
 
 RADEONLAB_VERSION = "0.1.0"
 # Fields that change between runs without anything on the host having changed: a record that differs only

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from pyinfra.api.state import BaseStateCallback, State
+from radeonlab.roles.verify import record as rec
+from radeonlab.roles.verify.operations import RESULTS
 from rich.console import Console
 from rich.table import Table
-
-from roles.verify import record as rec
-from roles.verify.operations import RESULTS
 
 # Hashes of the host-record operation (the same on every host: one name, one place in the deploy).
 WATCHED: set[str] = set()

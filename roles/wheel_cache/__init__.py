@@ -14,14 +14,13 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.server import LinuxDistribution
 from pyinfra.operations import apt, files, pip, server, systemd
-
-from roles.python_stack import plan as stack_plan
-from roles.python_stack import settings as stack_settings
-from roles.python_stack.facts import PythonVersion
-from roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
-from roles.wheel_cache import plan
-from roles.wheel_cache.defaults import DEFAULTS
-from roles.wheel_cache.facts import _PROBE, WheelCacheState
+from radeonlab.roles.python_stack import plan as stack_plan
+from radeonlab.roles.python_stack import settings as stack_settings
+from radeonlab.roles.python_stack.facts import PythonVersion
+from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
+from radeonlab.roles.wheel_cache import plan
+from radeonlab.roles.wheel_cache.defaults import DEFAULTS
+from radeonlab.roles.wheel_cache.facts import _PROBE, WheelCacheState
 
 HERE = Path(__file__).parent
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from roles.python_stack import plan as stack_plan
+from radeonlab.roles.python_stack import plan as stack_plan
 
 SIMPLE = "simple"  # PEP 503 pages, one folder per project
 FILES = "files"  # the downloaded wheels

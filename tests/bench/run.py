@@ -2,14 +2,15 @@
 
     .venv/bin/python -m tests.bench.run --out bench.json [--hosts 3] [--size-mb 100] [--watch-s 30]
 
-On SIMULATED workstations (tests/sandbox, a temporary state dir, destroyed at the end):
+On SIMULATED workstations (radeonlab/sandbox, a temporary state dir, destroyed at the end):
 1. provisioning: the first `pyinfra -y inventories/sandbox.py deploy/setup.py` on N fresh hosts, the no-op
    re-run, and the same deploy with `--debug-facts` WITHOUT `-y` (the bare fact-gathering cost: without -y
    pyinfra 3.10 runs every operation's generator during change detection, so the facts operations read
    inside themselves are gathered too, then `--debug-facts` exits before executing anything; with `-y` it
    skips change detection and gathers only the deploy code's own facts). Re-run and facts alternate, medians.
-2. data: jobs.sync.upload_files (content-addressed, sha256 checked on the host) vs plain `scp` of the same
-   file; the re-upload of unchanged data (bytes sent); jobs.sync.fetch_files vs `scp` down; plus
+2. data: radeonlab.jobs.apply.sync.upload_files (content-addressed, sha256 checked on the host) vs plain
+`scp` of the same
+   file; the re-upload of unchanged data (bytes sent); jobs.apply.sync.fetch_files vs `scp` down; plus
    tests/bench/transfer.py's raw put/get rows.
 3. submit overhead: `radeonlab submit` start to the first line of trainer_log.jsonl, minus LLaMA-Factory's
    own start-up as train.log timestamps it (first log line to "***** Running training *****").
@@ -35,13 +36,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from jobs.hosts import load_inventory
-from jobs.sync import fetch_files, upload_files
-from jobs.transport import connect
+from radeonlab.jobs.apply.sync import fetch_files, upload_files
+from radeonlab.jobs.fleet.inventory import load_inventory
+from radeonlab.jobs.ssh.connection import connect
+
+from radeonlab.sandbox import aptrepo, demodata, tinymodel, web, wheels
+from radeonlab.sandbox.demo import write_spec
+from radeonlab.sandbox.hosts import Sandbox, SandboxHost
 from tests.bench import transfer
-from tests.sandbox import aptrepo, demodata, tinymodel, web, wheels
-from tests.sandbox.demo import write_spec
-from tests.sandbox.hosts import Sandbox, SandboxHost
 
 REPO = Path(__file__).resolve().parents[2]
 INVENTORY = str(REPO / "inventories/sandbox.py")

@@ -1,9 +1,11 @@
-"""Measure jobs.transport's put/get against plain `scp` on a sandbox host (a measurement, not a test).
+"""Measure radeonlab.jobs.ssh.connection's put/get against plain `scp` on a sandbox host (a measurement,
+not a test).
 
     .venv/bin/python -m tests.bench.transfer [--size-mb 200] [--rounds 3]
 
-Creates one SIMULATED workstation (tests/sandbox) in a temporary state dir, moves the same random file up
-and down with `scp` and with jobs.transport (each timed from connect to close), alternating per round, and
+Creates one SIMULATED workstation (radeonlab/sandbox) in a temporary state dir, moves the same random file
+up and down with `scp` and with radeonlab.jobs.ssh.connection (each timed from connect to close),
+alternating per round, and
 prints the medians in MB/s and as ratios to scp. The host is destroyed at the end.
 """
 
@@ -18,9 +20,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from jobs.hosts import HostTarget, load_inventory
-from jobs.transport import connect, sha256_file
-from tests.sandbox.hosts import Sandbox
+from radeonlab.jobs.fleet.inventory import HostTarget, load_inventory
+from radeonlab.jobs.ssh.connection import connect, sha256_file
+
+from radeonlab.sandbox.hosts import Sandbox
 
 INVENTORY = Path(__file__).resolve().parents[2] / "inventories" / "sandbox.py"
 REMOTE = "/home/lab/bench.bin"
@@ -47,7 +50,7 @@ def random_file(path: Path, size_mb: int) -> str:
 
 
 def measure(sbx: Sandbox, target: HostTarget, work: Path, size_mb: int, rounds: int) -> dict[str, object]:
-    """put/get of jobs.transport vs scp on `target`; MB/s medians (connect to close) and ratios to scp."""
+    """put/get of jobs.ssh.connection vs scp on `target`; MB/s medians (connect to close), ratios to scp."""
     src = work / "src.bin"
     digest = random_file(src, size_mb)
     size = src.stat().st_size
@@ -63,7 +66,7 @@ def measure(sbx: Sandbox, target: HostTarget, work: Path, size_mb: int, rounds: 
         with connect(target) as remote:
             remote.get_file(REMOTE, work / "down-ours.bin")
 
-    # as jobs.sync uses them: the host checks the sha256 before the blob gets its name; a fetch
+    # as jobs.apply.sync uses them: the host checks the sha256 before the blob gets its name; a fetch
     # already knows the host's sha256 from its listing round trip (not timed here)
     def ours_up_hashed() -> None:
         with connect(target) as remote:

@@ -1,0 +1,68 @@
+"""Which environment variables are secrets, and which of them a job gets.
+
+Secrets (tokens, keys, passwords) never go on a command line, into a log, job.json, state.json, config.yaml
+or the laptop's SQLite: submit sends them on stdin into the job folder's `env.secret` (mode 0600), which the
+host-side launcher reads and deletes before anything runs (jobs/host/launcher.py says how every attempt
+still gets them). job.json records only their NAMES (`secret_names`), so `radeonlab resume` knows which to
+send again.
+
+A job's secrets:
+- the spec's `radeonlab.env` entries whose names look secret (SECRET_NAME_PATTERNS);
+- from the laptop's environment, when set: FORWARDED_BY_DEFAULT (HF_TOKEN) and every name in the spec's
+  `radeonlab.forward_env` list (forwarded the same way whatever the name looks like).
+A value written in the spec wins over the laptop's environment (the spec is the more specific wish).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Mapping
+
+# Upper-cased names matching any of these are secrets (fnmatch patterns; data, not code).
+SECRET_NAME_PATTERNS: tuple[str, ...] = (
+    "*TOKEN*",
+    "*KEY*",
+    "*SECRET*",
+    "*PASSWORD*",
+    "*PASSWD*",
+    "*CREDENTIAL*",
+    "HF_TOKEN",
+    "HUGGING_FACE_HUB_TOKEN",
+    "WANDB_API_KEY",
+)
+# Forwarded from the laptop's environment to every job when set (the hub's gated models need it).
+FORWARDED_BY_DEFAULT: tuple[str, ...] = ("HF_TOKEN",)
+
+
+def is_secret(name: str) -> bool:
+    """A variable name that looks like it holds a secret."""
+    upper = name.upper()
+    return any(fnmatch.fnmatchcase(upper, pattern) for pattern in SECRET_NAME_PATTERNS)
+
+
+def split_env(env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(plain, secret): plain entries may be recorded in job.json, secret ones go to env.secret only."""
+    plain = {k: v for k, v in env.items() if not is_secret(k)}
+    return plain, {k: v for k, v in env.items() if is_secret(k)}
+
+
+def from_environment(names: Iterable[str], environ: Mapping[str, str]) -> dict[str, str]:
+    """The named variables that are set (non-empty) in `environ`."""
+    return {n: environ[n] for n in names if environ.get(n)}
+
+
+def job_env(
+    spec_env: Mapping[str, str], forward: Iterable[str], environ: Mapping[str, str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """(plain env for job.json, secrets for env.secret) of one job.
+
+    forward: the spec's radeonlab.forward_env names (added to FORWARDED_BY_DEFAULT). Forwarded variables are
+    secrets wherever they come from; a forwarded name the spec also sets in its env keeps the spec's value.
+    """
+    plain, secret = split_env(spec_env)
+    names = list(dict.fromkeys([*FORWARDED_BY_DEFAULT, *forward]))
+    forwarded = from_environment([n for n in names if n not in spec_env], environ)
+    for name in names:  # a forwarded name written in the spec's env is a secret too, never in job.json
+        if name in plain:
+            secret[name] = plain.pop(name)
+    return plain, {**forwarded, **secret}

@@ -1,0 +1,1 @@
+"""Example job specs (demo.yaml, seed.yaml): data, installed as radeonlab.jobs.examples."""

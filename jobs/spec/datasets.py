@@ -1,0 +1,446 @@
+"""Dataset file checks: the rows LLaMA-Factory 0.9.5 would refuse, crash on, or silently drop.
+
+The rules mirror llamafactory 0.9.5 (read in the generator venv, site-packages/llamafactory/):
+- data/parser.py `DatasetAttr.join`: a `columns`/`tags` mapping REPLACES the defaults (unlisted -> None).
+- data/converter.py `AlpacaDatasetConverter` / `SharegptDatasetConverter`: how a row becomes prompt/response,
+  and which sharegpt rows are "abnormal" (wrong role order, wrong turn count) and emptied.
+- data/processor/{supervised,pairwise,feedback,unsupervised}.py: "Dropped invalid example" when the prompt has
+  an even number of turns or the response count is wrong for the stage. Those rows vanish with a warning in
+  the log and exit code 0, so radeonlab reports them as errors before upload.
+- extras/constants.py FILEEXT2TYPE: the file types LLaMA-Factory loads.
+
+Files are streamed line by line (JSON arrays too: elements are parsed as soon as they are complete), so a
+multi-GB file never sits in memory; line numbers come from the file itself.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from radeonlab.jobs.spec.checks import ERROR, INFO, WARNING, Problem
+
+# extras/constants.py FILEEXT2TYPE
+FILE_TYPES = {
+    "arrow": "arrow",
+    "csv": "csv",
+    "json": "json",
+    "jsonl": "json",
+    "parquet": "parquet",
+    "txt": "text",
+}
+# After this many row problems in one file, the rest are counted, not listed.
+MAX_ROW_PROBLEMS_PER_FILE = 20
+# `stage` key -> the stage the workflow passes to get_dataset (train/dpo and train/rm pass "rm").
+DATA_STAGE = {"pt": "pt", "sft": "sft", "rm": "rm", "dpo": "rm", "ppo": "ppo", "kto": "kto"}
+_CITE_DROP = "LLaMA-Factory drops it with a log warning and still exits 0"
+
+
+@dataclass
+class DatasetAttr:
+    """The parts of llamafactory's DatasetAttr (data/parser.py) that decide how rows are read."""
+
+    formatting: str = "alpaca"
+    ranking: bool = False
+    system: str | None = None
+    tools: str | None = None
+    chosen: str | None = None
+    rejected: str | None = None
+    kto_tag: str | None = None
+    prompt: str | None = "instruction"
+    query: str | None = "input"
+    response: str | None = "output"
+    history: str | None = None
+    messages: str | None = "conversations"
+    role_tag: str | None = "from"
+    content_tag: str | None = "value"
+    user_tag: str | None = "human"
+    assistant_tag: str | None = "gpt"
+    observation_tag: str | None = "observation"
+    function_tag: str | None = "function_call"
+    system_tag: str | None = "system"
+
+    @classmethod
+    def from_info(cls, entry: dict[str, Any]) -> DatasetAttr:
+        """Mirror DatasetAttr.join: listed columns/tags replace ALL defaults of their group."""
+        attr = cls(formatting=entry.get("formatting", "alpaca"), ranking=bool(entry.get("ranking", False)))
+        if isinstance(entry.get("columns"), dict):
+            for name in ("prompt", "query", "response", "history", "messages", "system", "tools", "chosen"):
+                setattr(attr, name, entry["columns"].get(name))
+            for name in ("rejected", "kto_tag"):
+                setattr(attr, name, entry["columns"].get(name))
+        if isinstance(entry.get("tags"), dict):
+            for name in ("role_tag", "content_tag", "user_tag", "assistant_tag", "observation_tag"):
+                setattr(attr, name, entry["tags"].get(name))
+            for name in ("function_tag", "system_tag"):
+                setattr(attr, name, entry["tags"].get(name))
+        return attr
+
+
+class _Reporter:
+    """Collects problems for one file, capping row-level ones."""
+
+    def __init__(self, path: Path) -> None:
+        self.file = str(path)
+        self.problems: list[Problem] = []
+        self.row_problems = 0
+
+    def add(self, line: int, message: str, severity: str = ERROR, fix: str | None = None) -> None:
+        self.problems.append(Problem(self.file, line, message, severity, fix))
+
+    def row(self, line: int, message: str, severity: str = ERROR, fix: str | None = None) -> None:
+        self.row_problems += 1
+        if self.row_problems <= MAX_ROW_PROBLEMS_PER_FILE:
+            self.add(line, message, severity, fix)
+
+    def finish(self) -> list[Problem]:
+        extra = self.row_problems - MAX_ROW_PROBLEMS_PER_FILE
+        if extra > 0:
+            self.add(1, f"{extra} more row problems in this file not listed", ERROR)
+        return self.problems
+
+
+class _Malformed(Exception):
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(message)
+        self.line, self.message = line, message
+
+
+# ------------------------------------------------------------------------------------------------ reading
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of a file, decoding each line on its own so a bad byte names its line.
+
+    UTF-8 never uses byte 0x0A inside a multi-byte sequence, so splitting on b"\\n" first is safe.
+    """
+    with path.open("rb") as f:
+        for number, raw in enumerate(f, 1):
+            try:
+                yield number, raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise _Malformed(
+                    number, f"not UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1})"
+                ) from None
+
+
+def _jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
+    for number, text in _lines(path):
+        if not text.strip():
+            continue
+        try:
+            yield number, json.loads(text)
+        except json.JSONDecodeError as err:
+            raise _Malformed(number, f"malformed JSON: {err.msg} (column {err.colno})") from None
+
+
+def _array_rows(path: Path) -> Iterator[tuple[int, Any]]:
+    """Elements of a top-level JSON array with the line each starts on, parsed incrementally."""
+    decoder = json.JSONDecoder()
+    buf, buf_line, pos = "", 1, 0  # buf[0] is on line buf_line
+    started = expect_comma = finished = False
+    last_line = 1  # line of the last complete token, for "ends too early"
+    lines = _lines(path)
+    eof = False
+
+    def line_at(index: int) -> int:
+        return buf_line + buf.count("\n", 0, index)
+
+    while True:
+        try:
+            _, text = next(lines)
+            buf += text
+            # Only try to parse when a line could have completed an element (saves quadratic re-parsing).
+            if not text.rstrip().endswith(("}", "},", "]", "],", '"', '",')) and len(buf) - pos < 1 << 20:
+                continue
+        except StopIteration:
+            eof = True
+        while True:
+            while pos < len(buf) and buf[pos] in " \t\r\n":
+                pos += 1
+            if pos >= len(buf):
+                break
+            if finished:
+                raise _Malformed(line_at(pos), "malformed JSON: extra data after the closing ]")
+            if not started:
+                if buf[pos] != "[":
+                    raise _Malformed(line_at(pos), "malformed JSON: expected [")
+                started, pos, last_line = True, pos + 1, line_at(pos)
+                continue
+            if buf[pos] == "]":
+                finished, pos = True, pos + 1
+                continue
+            if expect_comma:
+                if buf[pos] != ",":
+                    raise _Malformed(line_at(pos), "malformed JSON: expected , or ] between rows")
+                expect_comma, pos = False, pos + 1
+                continue
+            try:
+                obj, end = decoder.raw_decode(buf, pos)
+            except json.JSONDecodeError as err:
+                incomplete = err.pos >= len(buf.rstrip()) or (
+                    err.msg.startswith("Invalid control character") and err.pos == len(buf) - 1
+                )
+                if incomplete and not eof:
+                    break
+                raise _Malformed(line_at(err.pos), f"malformed JSON: {err.msg}") from None
+            if end >= len(buf) and not eof and not isinstance(obj, dict | list | str):
+                break  # a bare number may continue on the next read
+            last_line = line_at(end - 1)
+            yield line_at(pos), obj
+            pos, expect_comma = end, True
+        # drop what is consumed, keeping line numbers right
+        buf_line += buf.count("\n", 0, pos)
+        buf, pos = buf[pos:], 0
+        if eof:
+            if not finished:
+                raise _Malformed(last_line, "malformed JSON: the file ends before the closing ]")
+            return
+
+
+def iter_json_rows(path: Path) -> Iterator[tuple[int, Any]]:
+    """Rows of a .json/.jsonl file: a JSON array, or JSON Lines (datasets' json loader accepts both)."""
+    with path.open("rb") as f:
+        head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+    if head.startswith(b"["):
+        yield from _array_rows(path)
+    else:
+        yield from _jsonl_rows(path)
+
+
+# ------------------------------------------------------------------------------------------------ rows
+
+
+def _is_str(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _jtype(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    return {str: "string", list: "list", dict: "object"}.get(type(value), "null")
+
+
+def _check_alpaca(row: dict[str, Any], line: int, attr: DatasetAttr, stage: str, rep: _Reporter) -> None:
+    """Mirror AlpacaDatasetConverter.__call__ and the stage's processor drop rule."""
+    prompt_turns = 0
+    if attr.history and isinstance(row.get(attr.history), list):
+        for item in row[attr.history]:
+            if not (isinstance(item, list) and len(item) == 2):
+                rep.row(
+                    line, f"`{attr.history}` entries must be [question, answer] pairs (LLaMA-Factory crashes)"
+                )
+                return
+        prompt_turns += 2 * len(row[attr.history])
+    prompt_turns += 1  # the converter always appends the user turn, even when empty
+    query = [row.get(c) for c in (attr.prompt, attr.query) if c and row.get(c)]
+    if stage == "pt":
+        if not query or not all(_is_str(q) for q in query):
+            rep.row(line, f"empty or non-text `{attr.prompt}`: the pre-training text is empty", WARNING)
+        return
+    if not query:
+        rep.row(line, f"empty prompt: `{attr.prompt}` and `{attr.query}` are both empty or missing", WARNING)
+
+    is_kto = bool(attr.kto_tag) and isinstance(row.get(attr.kto_tag or ""), bool)
+    is_pair = attr.ranking and _is_str(row.get(attr.chosen or "")) and _is_str(row.get(attr.rejected or ""))
+    if is_kto or is_pair:
+        responses = 2
+    elif attr.response and _is_str(row.get(attr.response)):
+        responses = 1
+    else:
+        responses = 0
+
+    if stage == "sft" and responses != 1:
+        missing = attr.response or "output"
+        if stage == "sft" and attr.kto_tag and isinstance(row.get(attr.kto_tag), bool):
+            why = f"a KTO row (`{attr.kto_tag}` set) in an sft run"
+        else:
+            why = f"`{missing}` is missing or not a string"
+        rep.row(
+            line, f"row dropped: {why}; {_CITE_DROP}", fix=f"give every row a non-empty `{missing}` string"
+        )
+    elif stage == "sft" and row.get(attr.response) == "":
+        rep.row(
+            line,
+            f"empty `{attr.response}`: LLaMA-Factory keeps the row and trains an empty answer",
+            fix=f"fill in `{attr.response}` or remove the row",
+        )
+    elif stage in ("rm", "kto") and responses < 2:
+        need = (
+            f"`{attr.chosen}` and `{attr.rejected}` strings"
+            if stage == "rm"
+            else f"a boolean `{attr.kto_tag}`"
+        )
+        rep.row(line, f"row dropped: it needs {need}; {_CITE_DROP}")
+
+
+def _check_sharegpt(row: dict[str, Any], line: int, attr: DatasetAttr, stage: str, rep: _Reporter) -> None:
+    """Mirror SharegptDatasetConverter.__call__ (turn order and count) and the processors' drop rules."""
+    messages = row.get(attr.messages or "")
+    if not isinstance(messages, list):
+        rep.row(line, f"`{attr.messages}` is missing or not a list: LLaMA-Factory stops with a TypeError")
+        return
+    role, content = attr.role_tag or "", attr.content_tag or ""
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict) or role not in msg or content not in msg:
+            rep.row(
+                line,
+                f"message {i + 1} needs `{role}` and `{content}` keys: LLaMA-Factory stops with KeyError",
+            )
+            return
+        if not _is_str(msg[content]):
+            rep.row(line, f"message {i + 1}: `{content}` is {_jtype(msg[content])}, not text")
+            return
+    if attr.system_tag and messages and messages[0][role] == attr.system_tag:
+        messages = messages[1:]
+    odd_tags = (attr.user_tag, attr.observation_tag)
+    even_tags = (attr.assistant_tag, attr.function_tag)
+    for i, msg in enumerate(messages):
+        allowed = (odd_tags, even_tags)[i % 2]
+        if msg[role] not in allowed:
+            names = " or ".join(repr(t) for t in allowed if t)
+            rep.row(
+                line,
+                f"row dropped: message {i + 1} has {role}={msg[role]!r} where {names} must come; "
+                f"{_CITE_DROP}",
+                fix="turns must alternate user, assistant, user, ... (one system first)",
+            )
+            return
+    count = len(messages)
+    if (not attr.ranking and count % 2 != 0) or (attr.ranking and count % 2 == 0):
+        want = "an odd number of turns (ending with the user)" if attr.ranking else "user/assistant pairs"
+        rep.row(line, f"row dropped: {count} turns, LLaMA-Factory needs {want}; {_CITE_DROP}")
+        return
+    if stage == "pt":
+        return
+    if attr.kto_tag and isinstance(row.get(attr.kto_tag), bool):
+        responses = 2
+    elif attr.ranking:
+        chosen, rejected = row.get(attr.chosen or ""), row.get(attr.rejected or "")
+        if not (isinstance(chosen, dict) and isinstance(rejected, dict)):
+            rep.row(
+                line, f"row dropped: `{attr.chosen}` and `{attr.rejected}` must be messages; {_CITE_DROP}"
+            )
+            return
+        for name, msg in ((attr.chosen, chosen), (attr.rejected, rejected)):
+            if msg.get(role) not in even_tags:
+                rep.row(
+                    line, f"`{name}` has {role}={msg.get(role)!r}, expected {attr.assistant_tag!r}", WARNING
+                )
+        responses = 2
+    else:
+        responses = 1 if count else 0
+    if count == 0 and not attr.ranking:
+        rep.row(line, f"row dropped: no messages; {_CITE_DROP}")
+    elif stage in ("rm", "kto") and responses < 2:
+        need = "chosen/rejected messages" if stage == "rm" else f"a boolean `{attr.kto_tag}`"
+        rep.row(line, f"row dropped: it needs {need}; {_CITE_DROP}")
+    elif stage == "sft" and responses != 1:
+        rep.row(line, f"row dropped: a KTO row (`{attr.kto_tag}` set) in an sft run; {_CITE_DROP}")
+    elif stage == "sft" and messages[-1][content] == "":
+        rep.row(
+            line,
+            "the last assistant message is empty: LLaMA-Factory trains an empty answer",
+            fix="fill it in or remove the row",
+        )
+
+
+def _check_openai(row: dict[str, Any], line: int, attr: DatasetAttr, stage: str, rep: _Reporter) -> None:
+    """The openai formatting: structure only (its tool-call merging is not mirrored)."""
+    messages = row.get(attr.messages or "")
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        rep.row(line, f"`{attr.messages}` is missing or not a list of messages")
+
+
+_ROW_CHECKS = {"alpaca": _check_alpaca, "sharegpt": _check_sharegpt, "openai": _check_openai}
+
+
+def _required_columns(attr: DatasetAttr) -> list[str]:
+    """Columns the converter indexes unconditionally: absent from every row -> KeyError (whole run fails)."""
+    if attr.formatting == "alpaca":
+        return [c for c in (attr.prompt, attr.query, attr.response) if c]
+    return [c for c in (attr.messages,) if c]
+
+
+def check_file(path: Path, attr: DatasetAttr, stage: str) -> list[Problem]:
+    """All problems of one local dataset file (or every file of a dataset folder)."""
+    rep = _Reporter(path)
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.is_file())
+        if not files:
+            rep.add(1, "dataset folder is empty")
+        types = {FILE_TYPES.get(p.suffix[1:]) for p in files}
+        if len(types) > 1:
+            rep.add(
+                1, "LLaMA-Factory needs one file type per dataset folder (`File types should be identical`)"
+            )
+        return rep.finish() + [p for f in files for p in check_file(f, attr, stage)]
+    if not path.exists():
+        rep.add(1, "dataset file not found", fix="fix `file_name` in dataset_info.json or the path")
+        return rep.finish()
+    kind = FILE_TYPES.get(path.suffix[1:])
+    if kind is None:
+        rep.add(
+            1,
+            f"LLaMA-Factory cannot load {path.suffix or 'extension-less'} files",
+            fix=f"use one of: {', '.join('.' + e for e in FILE_TYPES)}",
+        )
+        return rep.finish()
+    if path.stat().st_size == 0:
+        rep.add(1, "empty file (0 bytes)")
+        return rep.finish()
+    if kind in ("parquet", "arrow"):
+        rep.add(1, f"{kind} file not validated (binary format)", INFO)
+        return rep.finish()
+    if kind in ("text", "csv"):
+        try:
+            for _ in _lines(path):
+                pass
+        except _Malformed as err:
+            rep.add(err.line, err.message)
+        return rep.finish()
+
+    check_row = _ROW_CHECKS.get(attr.formatting)
+    if check_row is None:
+        rep.add(1, f"unknown formatting {attr.formatting!r} (LLaMA-Factory: alpaca, sharegpt, openai)")
+        return rep.finish()
+    seen_types: dict[str, tuple[str, int]] = {}
+    present: set[str] = set()
+    rows = 0
+    try:
+        for line, row in iter_json_rows(path):
+            rows += 1
+            if not isinstance(row, dict):
+                rep.row(line, f"a row must be a JSON object, got {_jtype(row)}")
+                continue
+            for column, value in row.items():
+                present.add(column)
+                kind_here = _jtype(value)
+                if kind_here == "null":
+                    continue
+                first = seen_types.setdefault(column, (kind_here, line))
+                if first[0] != kind_here:
+                    rep.row(
+                        line,
+                        f"`{column}` is a {kind_here} here but a {first[0]} on line {first[1]}: "
+                        "the loader (pyarrow) refuses mixed column types and the run fails",
+                    )
+            check_row(row, line, attr, stage, rep)
+    except _Malformed as err:
+        rep.add(err.line, err.message + " (LLaMA-Factory fails to load the dataset)")
+        return rep.finish()
+    if rows == 0:
+        rep.add(1, "no rows")
+    for column in _required_columns(attr):
+        if rows and column not in present:
+            rep.add(
+                1,
+                f"column `{column}` appears in no row: LLaMA-Factory stops with KeyError",
+                fix="map the right column in dataset_info.json `columns`",
+            )
+    return rep.finish()

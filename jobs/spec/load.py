@@ -1,0 +1,438 @@
+"""A job spec: a plain LLaMA-Factory training YAML plus an optional `radeonlab:` block.
+
+    model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
+    stage: sft
+    ...                                  # any LLaMA-Factory `train` key, passed through unchanged
+    dataset_dir: data                    # a LOCAL folder, relative to this file (uploaded with the job)
+    radeonlab:                           # optional; removed before the YAML reaches LLaMA-Factory
+      datasets:                          # local dataset files to upload; each gets a dataset_info entry
+        - data/extra.jsonl               # name = file stem, formatting alpaca
+        - {file: data/chat.json, name: chat, formatting: sharegpt, columns: {messages: conversations}}
+      files: [ds_config.json]            # other local files the job needs, uploaded beside the spec
+      host: ws1                          # a host name of the inventory (empty: pick by placement)
+      placement: {host_group: lab, gfx_family: gfx11, min_vram_gb: 24}
+      remedies: {nan: on, oom: [halve_batch, halve_cutoff]}   # on | off | a list of steps to try in order
+      nodes: 1
+      env: {HF_HUB_OFFLINE: "1"}         # extra environment for the training process; names that look
+                                         # secret (*TOKEN*, *KEY*...: jobs/apply/secrets.py) reach it through
+                                         # env.secret only, never job.json
+      forward_env: [WANDB_API_KEY]       # variables of the laptop's environment to pass on as secrets
+                                         # (HF_TOKEN always is, when set)
+      limits: {address_space_gb: 24}     # RLIMIT_AS (ulimit -v) of the training process: a runaway job
+                                         # fails with an allocation error (and the OOM remedy) instead of
+                                         # driving the host into swap or the kernel OOM killer
+
+Values may use Jinja2 (`{{ env.USER }}`, `{{ spec_dir }}`), rendered in a sandbox with StrictUndefined before
+the YAML is parsed. YAML is read the way LLaMA-Factory reads it (OmegaConf's loader: `1e-4` is a float, no
+timestamps, duplicate keys refused), and every key keeps its line number for messages.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import jinja2.sandbox
+import yaml
+
+BLOCK_KEY = "radeonlab"
+# LLaMA-Factory's default for `dataset_dir` (DataArguments); radeonlab resolves it relative to the spec file.
+DEFAULT_DATASET_DIR = "data"
+# `dataset_dir` values that tell LLaMA-Factory to read dataset_info.json from the hub (data/parser.py).
+REMOTE_DATASET_DIR_PREFIX = "REMOTE:"
+ONLINE_DATASET_DIR = "ONLINE"
+REMEDY_NAMES = ("nan", "oom")
+LIMIT_NAMES = ("address_space_gb",)
+
+
+class SpecError(Exception):
+    """A spec that cannot be loaded at all; str() is one line: `file:line: message`."""
+
+    def __init__(self, file: str, line: int, message: str) -> None:
+        super().__init__(f"{file}:{line}: {message}")
+        self.file, self.line, self.message = file, line, message
+
+
+@dataclass
+class Placement:
+    """Where the job may run. Empty fields: no constraint."""
+
+    host_group: str | None = None
+    gfx_family: str | None = None  # e.g. "gfx11" (RDNA3) or an exact target "gfx1100"
+    min_vram_gb: float | None = None
+
+
+@dataclass
+class Remedy:
+    """One automatic remedy: on/off, and optionally the ordered steps to try (names defined by the runner)."""
+
+    enabled: bool = True
+    steps: list[str] = field(default_factory=list)  # empty: the runner's default ladder
+
+
+@dataclass
+class DatasetFile:
+    """A local dataset file named in the radeonlab block; becomes a dataset_info.json entry on upload."""
+
+    file: str
+    name: str
+    formatting: str = "alpaca"
+    ranking: bool = False
+    columns: dict[str, str] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    line: int = 0
+
+    def info_entry(self) -> dict[str, Any]:
+        """The dataset_info.json entry LLaMA-Factory needs for this file."""
+        entry: dict[str, Any] = {"file_name": Path(self.file).name, "formatting": self.formatting}
+        if self.ranking:
+            entry["ranking"] = True
+        if self.columns:
+            entry["columns"] = dict(self.columns)
+        if self.tags:
+            entry["tags"] = dict(self.tags)
+        return entry
+
+
+@dataclass
+class RadeonlabBlock:
+    """The `radeonlab:` block of a spec (all optional)."""
+
+    datasets: list[DatasetFile] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    host: str | None = None
+    placement: Placement = field(default_factory=Placement)
+    remedies: dict[str, Remedy] = field(default_factory=lambda: {n: Remedy() for n in REMEDY_NAMES})
+    nodes: int = 1
+    env: dict[str, str] = field(default_factory=dict)
+    forward_env: list[str] = field(
+        default_factory=list
+    )  # laptop variables sent as secrets (jobs/apply/secrets.py)
+    limits: dict[str, float] = field(default_factory=dict)  # LIMIT_NAMES -> positive number
+
+
+@dataclass
+class Spec:
+    """A loaded spec: the LLaMA-Factory keys (block removed), the block, and line numbers of every key."""
+
+    path: Path
+    train: dict[str, Any]
+    radeonlab: RadeonlabBlock
+    lines: dict[str, int]  # top-level key -> line; "radeonlab.placement.min_vram_gb" for nested block keys
+    block_problems: list[tuple[int, str]] = field(
+        default_factory=list
+    )  # (line, message) of a malformed block
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+    def line_of(self, key: str) -> int:
+        """Line of a key (dotted for the block); 1 when unknown (e.g. a required key that is absent)."""
+        return self.lines.get(key, 1)
+
+    def dataset_dir(self) -> Path | None:
+        """The local dataset folder (relative to the spec file); None when it is read from the hub."""
+        value = self.train.get("dataset_dir", DEFAULT_DATASET_DIR)
+        if (
+            not isinstance(value, str)
+            or value == ONLINE_DATASET_DIR
+            or value.startswith(REMOTE_DATASET_DIR_PREFIX)
+        ):
+            return None
+        return (self.base_dir / value).resolve()
+
+
+# ------------------------------------------------------------------------------------------------ loading
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader resolving scalars like OmegaConf's loader (what `llamafactory-cli train x.yaml` uses)."""
+
+
+# Same float pattern as omegaconf/_yaml.py get_yaml_loader(): YAML 1.1 needs a dot, OmegaConf accepts 1e-4.
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"""^(?:
+         [-+]?[0-9]+(?:_[0-9]+)*\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?[0-9]+(?:_[0-9]+)*(?:[eE][-+]?[0-9]+)
+        |\.[0-9]+(?:_[0-9]+)*(?:[eE][-+][0-9]+)?
+        |[-+]?[0-9]+(?:_[0-9]+)*(?::[0-5]?[0-9])+\.[0-9_]*
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        re.X,
+    ),
+    list("-+0123456789."),
+)
+# OmegaConf drops the timestamp resolver: dates stay strings.
+_Loader.yaml_implicit_resolvers = {
+    k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:timestamp"]
+    for k, v in _Loader.yaml_implicit_resolvers.items()
+}
+
+
+def _render(text: str, path: Path) -> str:
+    """Render Jinja2 in a sandbox; undefined variables are errors. Plain YAML passes through unchanged."""
+    if "{{" not in text and "{%" not in text and "{#" not in text:
+        return text
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(
+        undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False
+    )
+    try:
+        template = env.from_string(text)
+        return template.render(env=dict(os.environ), spec_dir=str(path.parent.resolve()))
+    except jinja2.TemplateSyntaxError as err:
+        raise SpecError(str(path), err.lineno or 1, f"template error: {err.message}") from None
+    except jinja2.TemplateError as err:
+        raise SpecError(str(path), _template_line(err), f"template error: {err}") from None
+
+
+def _template_line(err: BaseException) -> int:
+    """The template line of a render error (Jinja rewrites tracebacks to point at `<template>` lines)."""
+    line, tb = 1, err.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<template>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def _check_duplicates(node: yaml.Node, file: str) -> None:
+    """Refuse duplicate keys anywhere (OmegaConf refuses them too; PyYAML would keep the last silently)."""
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[Any, int] = {}
+        for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode):
+                line = key_node.start_mark.line + 1
+                if key_node.value in seen:
+                    raise SpecError(
+                        file, line, f"duplicate key {key_node.value!r} (first on line {seen[key_node.value]})"
+                    )
+                seen[key_node.value] = line
+            _check_duplicates(value_node, file)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            _check_duplicates(item, file)
+
+
+def _lines(node: yaml.MappingNode, prefix: str = "") -> dict[str, int]:
+    """Key path -> line (1-based) for a mapping node, recursing into the radeonlab block only."""
+    out: dict[str, int] = {}
+    for key_node, value_node in node.value:
+        if not isinstance(key_node, yaml.ScalarNode):
+            continue
+        name = prefix + str(key_node.value)
+        out[name] = key_node.start_mark.line + 1
+        if isinstance(value_node, yaml.MappingNode) and (prefix or name == BLOCK_KEY):
+            out.update(_lines(value_node, name + "."))
+        elif isinstance(value_node, yaml.SequenceNode) and prefix:
+            for i, item in enumerate(value_node.value):
+                out[f"{name}.{i}"] = item.start_mark.line + 1
+    return out
+
+
+def parse_text(text: str, path: Path) -> Spec:
+    """Load a spec from its text (path: where it lives, for messages and relative paths)."""
+    file = str(path)
+    text = _render(text, path)
+    try:
+        loader = _Loader(text)
+        try:
+            root = loader.get_single_node()
+            if root is not None:
+                _check_duplicates(root, file)
+            data = loader.construct_document(root) if root is not None else None
+        finally:
+            loader.dispose()
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        line = mark.line + 1 if mark else 1
+        raise SpecError(file, line, f"not valid YAML: {err.problem or err}") from None
+    except yaml.YAMLError as err:
+        raise SpecError(file, 1, f"not valid YAML: {err}") from None
+    if root is None or data is None:
+        raise SpecError(file, 1, "empty spec: expected a mapping of LLaMA-Factory keys")
+    if not isinstance(data, dict):
+        kind = "a list" if isinstance(data, list) else f"a {type(data).__name__}"
+        raise SpecError(
+            file, root.start_mark.line + 1, f"a spec is a mapping of LLaMA-Factory keys, not {kind}"
+        )
+    lines = _lines(root)  # type: ignore[arg-type]
+    block_raw = data.pop(BLOCK_KEY, None)
+    problems: list[tuple[int, str]] = []
+    block = _parse_block(block_raw, lines, problems)
+    return Spec(path=path, train=data, radeonlab=block, lines=lines, block_problems=problems)
+
+
+def load(path: str | os.PathLike[str]) -> Spec:
+    """Load a spec file. Raises SpecError (one line, with file:line) when it cannot be read as a spec."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as err:
+        raise SpecError(str(p), 1, f"cannot read spec: {err.strerror or err}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise SpecError(str(p), line, f"not UTF-8 text (byte 0x{raw[err.start]:02x})") from None
+    return parse_text(text, p)
+
+
+# ------------------------------------------------------------------------------------------ radeonlab block
+
+_BLOCK_FIELDS = (
+    "datasets", "files", "host", "placement", "remedies", "nodes", "env", "forward_env", "limits",
+)  # fmt: skip
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PLACEMENT_FIELDS = ("host_group", "gfx_family", "min_vram_gb")
+_DATASET_FIELDS = ("file", "name", "formatting", "ranking", "columns", "tags")
+
+
+def _parse_block(raw: Any, lines: dict[str, int], problems: list[tuple[int, str]]) -> RadeonlabBlock:
+    """Build the block; malformed parts are recorded as (line, message) and otherwise left at defaults."""
+    block = RadeonlabBlock()
+    if raw is None:
+        return block
+
+    def bad(key: str, message: str) -> None:
+        problems.append((lines.get(key, lines.get(BLOCK_KEY, 1)), message))
+
+    if not isinstance(raw, dict):
+        bad(BLOCK_KEY, "the radeonlab block must be a mapping")
+        return block
+    for key in raw:
+        if key not in _BLOCK_FIELDS:
+            bad(f"{BLOCK_KEY}.{key}", f"unknown radeonlab key {key!r} (known: {', '.join(_BLOCK_FIELDS)})")
+
+    for i, item in enumerate(_as_list(raw.get("datasets"), "radeonlab.datasets", bad)):
+        where = f"radeonlab.datasets.{i}"
+        if isinstance(item, str):
+            item = {"file": item}
+        if not isinstance(item, dict) or not isinstance(item.get("file"), str) or not item["file"]:
+            bad(where, "a radeonlab dataset is a path or a mapping with `file:`")
+            continue
+        extra = [k for k in item if k not in _DATASET_FIELDS]
+        if extra:
+            bad(where, f"unknown dataset keys {extra} (known: {', '.join(_DATASET_FIELDS)})")
+        block.datasets.append(
+            DatasetFile(
+                file=item["file"],
+                name=str(item.get("name") or Path(item["file"]).stem),
+                formatting=str(item.get("formatting", "alpaca")),
+                ranking=bool(item.get("ranking", False)),
+                columns=dict(item.get("columns") or {}),
+                tags=dict(item.get("tags") or {}),
+                line=lines.get(where, 1),
+            )
+        )
+    for i, item in enumerate(_as_list(raw.get("files"), "radeonlab.files", bad)):
+        if isinstance(item, str) and item:
+            block.files.append(item)
+        else:
+            bad(f"radeonlab.files.{i}", "a radeonlab file is a path string")
+
+    host = raw.get("host")
+    if host is not None and not isinstance(host, str):
+        bad("radeonlab.host", "host must be a host name (string)")
+    else:
+        block.host = host or None
+
+    placement = raw.get("placement") or {}
+    if not isinstance(placement, dict):
+        bad("radeonlab.placement", "placement must be a mapping (host_group, gfx_family, min_vram_gb)")
+    else:
+        for key in placement:
+            if key not in _PLACEMENT_FIELDS:
+                bad(
+                    f"radeonlab.placement.{key}",
+                    f"unknown placement key {key!r} ({', '.join(_PLACEMENT_FIELDS)})",
+                )
+        vram = placement.get("min_vram_gb")
+        if vram is not None and (isinstance(vram, bool) or not isinstance(vram, int | float) or vram <= 0):
+            bad("radeonlab.placement.min_vram_gb", "min_vram_gb must be a positive number")
+            vram = None
+        block.placement = Placement(
+            host_group=_opt_str(placement.get("host_group")),
+            gfx_family=_opt_str(placement.get("gfx_family")),
+            min_vram_gb=vram,
+        )
+
+    remedies = raw.get("remedies") or {}
+    if not isinstance(remedies, dict):
+        bad("radeonlab.remedies", "remedies must be a mapping: nan/oom -> on | off | list of steps")
+    else:
+        for name, value in remedies.items():
+            where = f"radeonlab.remedies.{name}"
+            if name not in REMEDY_NAMES:
+                bad(where, f"unknown remedy {name!r} (known: {', '.join(REMEDY_NAMES)})")
+            elif isinstance(value, bool):
+                block.remedies[name] = Remedy(enabled=value)
+            elif isinstance(value, list) and all(isinstance(s, str) and s for s in value):
+                block.remedies[name] = Remedy(enabled=bool(value), steps=list(value))
+            else:
+                bad(where, f"remedy {name} must be on, off or a list of step names")
+
+    nodes = raw.get("nodes", 1)
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        bad("radeonlab.nodes", "nodes must be a whole number >= 1")
+    else:
+        block.nodes = nodes
+
+    env = raw.get("env") or {}
+    if not isinstance(env, dict):
+        bad("radeonlab.env", "env must be a mapping of NAME: value")
+    else:
+        for name, value in env.items():
+            if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
+                bad(f"radeonlab.env.{name}", f"{name!r} is not an environment variable name")
+            elif isinstance(value, dict | list) or value is None:
+                bad(f"radeonlab.env.{name}", f"env {name} must be a plain value")
+            else:
+                block.env[name] = _env_value(value)
+
+    for i, name in enumerate(_as_list(raw.get("forward_env"), "radeonlab.forward_env", bad)):
+        if isinstance(name, str) and ENV_NAME.fullmatch(name):
+            if name not in block.forward_env:
+                block.forward_env.append(name)
+        else:
+            bad(f"radeonlab.forward_env.{i}", f"forward_env: {name!r} is not an environment variable name")
+
+    limits = raw.get("limits") or {}
+    if not isinstance(limits, dict):
+        bad("radeonlab.limits", f"limits must be a mapping ({', '.join(LIMIT_NAMES)})")
+    else:
+        for name, value in limits.items():
+            where = f"radeonlab.limits.{name}"
+            if name not in LIMIT_NAMES:
+                bad(where, f"unknown limit {name!r} (known: {', '.join(LIMIT_NAMES)})")
+            elif isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                bad(where, f"limit {name} must be a positive number")
+            else:
+                block.limits[name] = float(value)
+    return block
+
+
+def _as_list(value: Any, key: str, bad: Any) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        bad(key, f"{key.split('.')[-1]} must be a list")
+        return []
+    return value
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None or value == "" else str(value)
+
+
+def _env_value(value: Any) -> str:
+    """YAML `on`/`true` become "1"/"0" style strings the way shells expect them; other scalars as written."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)

@@ -1,0 +1,1 @@
+"""SSH to the workstations: the only package that imports fabric and paramiko."""

@@ -1,0 +1,1 @@
+"""A submitted job, seen from the laptop: its state, logs, progress, results."""

@@ -1,0 +1,31 @@
+"""`radeonlab check SPEC`: print `file:line: severity: message (fix: ...)` per problem; exit 1 on errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from radeonlab.jobs.spec.checks import check_path, has_errors
+
+
+@click.command("check")
+@click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="print the problems as a JSON list of objects")
+@click.option(
+    "--dataset-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="read dataset_info.json and local datasets from this folder instead of the spec's dataset_dir",
+)
+def command(spec: Path, as_json: bool, dataset_dir: Path | None) -> None:
+    """Check a job spec (LLaMA-Factory keys and values, the radeonlab block, local datasets)."""
+    problems = check_path(spec, dataset_dir=dataset_dir)
+    if as_json:
+        click.echo(json.dumps([p.to_dict() for p in problems], indent=1))
+    else:
+        for problem in problems:
+            click.echo(str(problem))
+        errors = sum(p.severity == "error" for p in problems)
+        click.echo(f"{spec}: {errors} error(s), {len(problems) - errors} other finding(s)", err=True)
+    raise SystemExit(1 if has_errors(problems) else 0)

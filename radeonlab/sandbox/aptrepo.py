@@ -1,0 +1,298 @@
+"""A signed apt repository shaped like AMD's, holding SIMULATED stand-in ROCm packages, under <www>/amd/.
+
+The tree mirrors AMD's URL layout so the product changes only its base URLs:
+  rocm/apt/<ver>/dists/{jammy,noble}/...  rocm/rocm.gpg.key (ASCII)     -- legacy stream, repo.radeon.com
+  graphics/<ver>/ubuntu/dists/...  amdgpu/<x>/ubuntu/dists/...            -- same key, same origin
+  rocm/packages/<distro>/dists/stable/...  rocm/packages/gpg/rocm.gpg    -- Core SDK stream, repo.amd.com
+Release files name AMD's origins (so the product's apt pins apply) and a Label saying they are simulated.
+They are signed with a throwaway key generated in a private GNUPGHOME under the state directory (never the
+machine's keyring). Built with dpkg-deb and gpg; the indexes are written here (no apt-utils needed).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from email.utils import formatdate
+from pathlib import Path
+
+from radeonlab.sandbox import config
+from radeonlab.sandbox.standins import catalog
+
+STAMP = "built.json"
+HASHES = (("MD5Sum", "md5"), ("SHA1", "sha1"), ("SHA256", "sha256"))
+
+
+@dataclass(frozen=True)
+class AptRepoInfo:
+    """Where the built repository is and what signs it."""
+
+    www: Path  # the served root; the repository is www/amd
+    fingerprint: str
+    rocm_version: str
+    coresdk_version: str
+    build_seconds: float  # 0.0 when the existing tree was reused
+
+    @property
+    def root(self) -> Path:
+        return self.www / "amd"
+
+    @property
+    def rocm_dir(self) -> str:
+        return config.rocm_dir_name(self.rocm_version)
+
+    @property
+    def armored_key(self) -> Path:
+        return self.root / "rocm" / "rocm.gpg.key"
+
+    @property
+    def binary_key(self) -> Path:
+        """The same public key unarmored: usable directly as an apt signed-by keyring."""
+        return self.root / "rocm" / "packages" / "gpg" / "rocm.gpg"
+
+    def settings(self, base_url: str) -> dict[str, str]:
+        """Product settings pointing the ROCm role at this repository served from base_url (the www root)."""
+        amd = f"{base_url.rstrip('/')}/amd"
+        return {
+            "rocm_repo_url": f"{amd}/rocm/apt",
+            "rocm_key_url": f"{amd}/rocm/rocm.gpg.key",
+            "rocm_graphics_repo_url": f"{amd}/graphics",
+            "rocm_amdgpu_repo_url": f"{amd}/amdgpu",
+            "rocm_coresdk_repo_url": f"{amd}/rocm/packages",
+            "rocm_coresdk_key_url": f"{amd}/rocm/packages/gpg/rocm.gpg",
+        }
+
+
+def build_repo(
+    state_dir: Path = config.STATE_DIR,
+    rocm_version: str = config.ROCM_VERSION,
+    coresdk_version: str = config.CORESDK_VERSION,
+) -> AptRepoInfo:
+    """Build (or reuse, when its inputs are unchanged) the repository under config.www_dir(state_dir)/amd."""
+    work = config.aptrepo_dir(state_dir)
+    www = config.www_dir(state_dir)
+    fingerprint = _ensure_key(work / "gnupg")
+    inputs = _inputs_digest(rocm_version, coresdk_version, fingerprint)
+    stamp = www / "amd" / STAMP
+    if stamp.is_file() and json.loads(stamp.read_text()).get("inputs") == inputs:
+        return AptRepoInfo(www, fingerprint, rocm_version, coresdk_version, 0.0)
+
+    started = time.monotonic()
+    www.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix="amd.", dir=www))  # same filesystem: the swap is a rename
+    try:
+        _build_tree(staging, work / "gnupg", fingerprint, rocm_version, coresdk_version)
+        (staging / STAMP).write_text(json.dumps({"inputs": inputs, "fingerprint": fingerprint}) + "\n")
+        staging.chmod(0o755)
+        old = www / "amd"
+        if old.exists():
+            retired = Path(tempfile.mkdtemp(prefix="amd.old.", dir=www))
+            old.rename(retired / "amd")
+            staging.rename(old)
+            shutil.rmtree(retired)
+        else:
+            staging.rename(old)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        _stop_agent(work / "gnupg")
+    return AptRepoInfo(www, fingerprint, rocm_version, coresdk_version, time.monotonic() - started)
+
+
+def _inputs_digest(rocm_version: str, coresdk_version: str, fingerprint: str) -> str:
+    """Everything the tree depends on: this code, the stand-in payloads and recordings, the config data."""
+    digest = hashlib.sha256()
+    sources = [Path(__file__), Path(config.__file__), *sorted(catalog.HERE.rglob("*"))]
+    for path in sources:
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(str(path.relative_to(catalog.HERE.parents[1])).encode())
+            digest.update(path.read_bytes())
+    digest.update(f"{rocm_version}|{coresdk_version}|{fingerprint}".encode())
+    return digest.hexdigest()
+
+
+# --- signing key ---------------------------------------------------------------------------------------
+
+
+def _gpg(home: Path, *args: str, stdin: bytes | None = None) -> bytes:
+    command = ["gpg", "--homedir", str(home), "--batch", "--no-tty", "--quiet", *args]
+    return subprocess.run(command, input=stdin, check=True, capture_output=True).stdout
+
+
+def _ensure_key(home: Path) -> str:
+    """Fingerprint of the throwaway signing key, generated once (no passphrase) and kept with the state
+    so that hosts which already trust it keep verifying after a rebuild."""
+    if not (home / "fingerprint").is_file():
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        home.chmod(0o700)
+        _gpg(home, "--passphrase", "", "--quick-gen-key", config.APT_KEY_UID, "ed25519", "sign", "never")
+        listing = _gpg(home, "--with-colons", "--list-secret-keys").decode()
+        fingerprint = next(line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:"))
+        (home / "fingerprint").write_text(fingerprint + "\n")
+        _stop_agent(home)
+    return (home / "fingerprint").read_text().strip()
+
+
+def _stop_agent(home: Path) -> None:
+    """gpg starts an agent for secret-key operations: end it so nothing outlives the build."""
+    if home.is_dir():
+        subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], capture_output=True)
+
+
+def _sign(home: Path, fingerprint: str, release: Path) -> None:
+    common = ("--local-user", fingerprint, "--digest-algo", "SHA512", "--yes")
+    _gpg(home, *common, "--clearsign", "--output", str(release.with_name("InRelease")), str(release))
+    _gpg(
+        home,
+        *common,
+        "--armor",
+        "--detach-sign",
+        "--output",
+        str(release.with_name("Release.gpg")),
+        str(release),
+    )
+
+
+# --- packages and indexes ------------------------------------------------------------------------------
+
+
+def _build_deb(pkg: catalog.Standin, pool: Path) -> Path:
+    """dpkg-deb a stand-in into pool/main/<initial>/<name>/ as AMD's pools are laid out."""
+    version_in_name = pkg.version.split(":", 1)[-1]  # the epoch is not part of a .deb file name
+    out = pool / "main" / pkg.name[0] / pkg.name / f"{pkg.name}_{version_in_name}_{pkg.architecture}.deb"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="deb.") as tmp:
+        stage = Path(tmp)
+        stage.chmod(0o755)  # becomes the package's "./" entry: mkdtemp's 0700 must not reach a host's /
+        size = 0
+        for target, (content, mode) in pkg.files.items():
+            path = stage / target.lstrip("/")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content)
+            path.chmod(mode)
+            size += len(content)
+        control = stage / "DEBIAN"
+        control.mkdir()
+        (control / "control").write_text(pkg.control(installed_kb=max(1, size // 1024)))
+        for name, text in pkg.scripts.items():
+            (control / name).write_text(text)
+            (control / name).chmod(0o755)
+        env = {**os.environ, "SOURCE_DATE_EPOCH": "1767225600"}  # reproducible member timestamps
+        subprocess.run(
+            ["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(stage), str(out)],
+            check=True,
+            capture_output=True,
+            env=env,
+        )
+    return out
+
+
+def _stanza(pkg: catalog.Standin, deb: Path, repo_root: Path) -> str:
+    data = deb.read_bytes()
+    control = pkg.control(installed_kb=max(1, sum(len(c) for c, _ in pkg.files.values()) // 1024))
+    extra = {
+        "Filename": deb.relative_to(repo_root).as_posix(),
+        "Size": str(len(data)),
+        "MD5sum": hashlib.md5(data).hexdigest(),
+        "SHA1": hashlib.sha1(data).hexdigest(),
+        "SHA256": hashlib.sha256(data).hexdigest(),
+    }
+    description_at = control.index("Description:")
+    head = control[:description_at] + "".join(f"{k}: {v}\n" for k, v in extra.items())
+    return head + control[description_at:]
+
+
+def _write_dist(repo_root: Path, dist: str, stanzas: list[str], origin: str, suite: str) -> Path:
+    """dists/<dist>/main/binary-amd64/Packages(.gz) and the unsigned Release over them."""
+    dist_dir = repo_root / "dists" / dist
+    binary = dist_dir / config.APT_COMPONENT / f"binary-{config.APT_ARCH}"
+    binary.mkdir(parents=True, exist_ok=True)
+    packages = "\n".join(stanzas).encode()
+    (binary / "Packages").write_bytes(packages)
+    (binary / "Packages.gz").write_bytes(gzip.compress(packages, mtime=0))
+    indexes = sorted(p for p in binary.iterdir())
+    lines = [
+        f"Origin: {origin}",
+        f"Label: {config.APT_LABEL}",
+        f"Suite: {suite}",
+        f"Codename: {dist}",
+        f"Date: {formatdate(usegmt=True)}",
+        f"Architectures: {config.APT_ARCH}",
+        f"Components: {config.APT_COMPONENT}",
+        "Description: radeonlab SIMULATED stand-in packages with ROCm's names, for the sandbox only",
+    ]
+    for field, algorithm in HASHES:
+        lines.append(f"{field}:")
+        for path in indexes:
+            data = path.read_bytes()
+            digest = hashlib.new(algorithm, data).hexdigest()
+            lines.append(f" {digest} {len(data):>8} {path.relative_to(dist_dir).as_posix()}")
+    release = dist_dir / "Release"
+    release.write_text("\n".join(lines) + "\n")
+    return release
+
+
+def _repository(
+    repo_root: Path, dists: dict[str, list[catalog.Standin]], origin: str, suite: str | None
+) -> list[Path]:
+    """One apt repository (one sources.list base URL) with a pool shared by its dists; returns Releases."""
+    releases = []
+    for dist, packages in dists.items():
+        debs = [_build_deb(pkg, repo_root / "pool") for pkg in packages]
+        stanzas = [_stanza(pkg, deb, repo_root) for pkg, deb in zip(packages, debs, strict=True)]
+        releases.append(_write_dist(repo_root, dist, stanzas, origin, suite or dist))
+    return releases
+
+
+def _build_tree(amd: Path, gnupg: Path, fingerprint: str, rocm_version: str, coresdk_version: str) -> None:
+    ver_dir = config.rocm_dir_name(rocm_version)
+    suffix = config.LEGACY_DIST_SUFFIX
+    legacy_origin, sdk_origin = config.APT_ORIGIN_LEGACY, config.APT_ORIGIN_CORESDK
+    jobs = [
+        (
+            amd / "rocm" / "apt" / ver_dir,
+            {d: catalog.legacy_standins(rocm_version, suffix[d]) for d in config.LEGACY_CODENAMES},
+            legacy_origin,
+            None,
+        ),
+        # graphics: from ROCm 7.0 a second line; here a valid, empty index
+        (
+            amd / "graphics" / ver_dir / "ubuntu",
+            {d: [] for d in config.LEGACY_CODENAMES},
+            legacy_origin,
+            None,
+        ),
+        (
+            amd / "amdgpu" / config.AMDGPU_DRIVER_VERSION / "ubuntu",
+            {d: catalog.amdgpu_standins(suffix[d]) for d in config.LEGACY_CODENAMES},
+            legacy_origin,
+            None,
+        ),
+    ]
+    for distro, dist_suffix in config.CORESDK_DISTROS.items():
+        jobs.append(
+            (
+                amd / "rocm" / "packages" / distro,
+                {config.CORESDK_SUITE: catalog.coresdk_standins(coresdk_version, dist_suffix)},
+                sdk_origin,
+                config.CORESDK_SUITE,
+            )
+        )
+    # dpkg-deb and gpg are separate processes: a few threads overlap them
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        releases = [r for rs in pool.map(lambda job: _repository(*job), jobs) for r in rs]
+    for release in releases:  # one agent, serially: gpg-agent dislikes concurrent first contact
+        _sign(gnupg, fingerprint, release)
+    key_dir = amd / "rocm" / "packages" / "gpg"
+    key_dir.mkdir(parents=True, exist_ok=True)
+    (amd / "rocm" / "rocm.gpg.key").write_bytes(_gpg(gnupg, "--armor", "--export", fingerprint))
+    (key_dir / "rocm.gpg").write_bytes(_gpg(gnupg, "--export", fingerprint))
+    for path in amd.rglob("*"):  # served to everyone; mkdtemp made the root 0700
+        path.chmod(0o755 if path.is_dir() else 0o644)
