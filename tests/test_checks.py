@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from radeonlab.jobs.spec.checks import ERROR, INFO, check_path
+from radeonlab.jobs.spec.checks import check_path
 from radeonlab.jobs.spec.datasets import DatasetAttr, check_file, iter_json_rows
+from radeonlab.jobs.spec.problems import ERROR, INFO
 
 from radeonlab.cli import main
 

@@ -29,6 +29,7 @@ from radeonlab.jobs.fleet.inventory import HostTarget, InventoryError, get_host,
 from radeonlab.jobs.plan.render import Rendered, local_model_dir, pick_gpus, render
 from radeonlab.jobs.spec import checks
 from radeonlab.jobs.spec import load as spec_module
+from radeonlab.jobs.spec.problems import ERROR, has_errors
 from radeonlab.jobs.ssh.connection import Progress, Remote, TransportError, connect
 from radeonlab.jobs.track import hostjobs
 
@@ -96,8 +97,8 @@ def submit(
     # 1. the spec and its checks: refuse before anything is uploaded
     spec = spec_module.load(spec_path)
     problems = checks.check_spec(spec)
-    if checks.has_errors(problems):
-        errors = [p for p in problems if p.severity == checks.ERROR]
+    if has_errors(problems):
+        errors = [p for p in problems if p.severity == ERROR]
         raise ChecksFailedError(
             f"{spec_path}: {len(errors)} error(s) (see `radeonlab check {spec_path}`); nothing uploaded",
             problems,

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import difflib
 import json
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from radeonlab.jobs.spec import lf_args
 from radeonlab.jobs.spec.load import Spec, SpecError
+from radeonlab.jobs.spec.problems import ERROR, INFO, WARNING, Problem
 
-ERROR, WARNING, INFO = "error", "warning", "info"
 DATASET_INFO = "dataset_info.json"  # extras/constants.py DATA_CONFIG
 DID_YOU_MEAN_CUTOFF = 0.75
 
@@ -54,28 +53,6 @@ OTHER_CONFIG_KINDS: dict[str, tuple[str, ...]] = {
 # Keys of Megatron-Core training (USE_MCA=1, mcore_adapter): present -> extra keys come from mcore_adapter,
 # which the generated list does not cover, so unknown keys are only warnings.
 MEGATRON_KEYS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "expert_model_parallel_size")
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One finding, printed as `file:line: severity: message (fix: ...)`."""
-
-    file: str
-    line: int
-    message: str
-    severity: str = ERROR
-    fix: str | None = None
-
-    def __str__(self) -> str:
-        fix = f" (fix: {self.fix})" if self.fix else ""
-        return f"{self.file}:{self.line}: {self.severity}: {self.message}{fix}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def has_errors(problems: list[Problem]) -> bool:
-    return any(p.severity == ERROR for p in problems)
 
 
 def check_path(path: str | Path, dataset_dir: Path | None = None) -> list[Problem]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from radeonlab.jobs.spec.checks import ERROR, INFO, WARNING, Problem
+from radeonlab.jobs.spec.problems import ERROR, INFO, WARNING, Problem
 
 # extras/constants.py FILEEXT2TYPE
 FILE_TYPES = {

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from radeonlab.jobs.spec.checks import check_path, has_errors
+from radeonlab.jobs.spec.checks import check_path
+from radeonlab.jobs.spec.problems import has_errors
 
 
 @click.command("check")

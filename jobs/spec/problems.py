@@ -1,0 +1,30 @@
+"""A finding about a spec or its data, shared by every check: `file:line: severity: message (fix: ...)`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+ERROR, WARNING, INFO = "error", "warning", "info"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding, printed as `file:line: severity: message (fix: ...)`."""
+
+    file: str
+    line: int
+    message: str
+    severity: str = ERROR
+    fix: str | None = None
+
+    def __str__(self) -> str:
+        fix = f" (fix: {self.fix})" if self.fix else ""
+        return f"{self.file}:{self.line}: {self.severity}: {self.message}{fix}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def has_errors(problems: list[Problem]) -> bool:
+    return any(p.severity == ERROR for p in problems)
