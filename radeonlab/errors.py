@@ -1,52 +1,99 @@
-"""The errors a user sees as one line (no traceback) from the `radeonlab` command.
+"""radeonlab's errors: one root, one subclass per kind, each with the exit code the CLI uses.
 
-`RadeonlabError` is the base of the job runner's own errors. Errors of other modules that are meant for the
-user as they are (spec, inventory, transport, render) are listed by module and class name, so the CLI can
-catch them without importing those modules (fabric is slow to import; `radeonlab check` never needs it):
-an error class that was never imported cannot have been raised.
+Every message is a complete line for the user (`radeonlab: error: <message>`): what is wrong and, where there
+is one, the fix. The CLI catches `RadeonlabError` and nothing else by name; errors of the libraries underneath
+(paramiko, socket, yaml) are translated where they arise (jobs/ssh for SSH, jobs/spec for specs). Imports
+nothing but the standard library, so `radeonlab check` stays fast.
+
+Exit codes (README, "The CLI"): 0 ok; 1 a job or host failed (unreachable, not provisioned, job failed);
+2 usage or input (a bad spec, dataset, inventory, job id, option), nothing was sent.
 """
 
 from __future__ import annotations
 
-import sys
+from typing import Any
 
-# module -> classes whose str() is a complete one-line message for the user
-USER_ERROR_CLASSES: dict[str, tuple[str, ...]] = {
-    "radeonlab.jobs.spec.load": ("SpecError",),
-    "radeonlab.jobs.fleet.inventory": ("InventoryError",),
-    "radeonlab.jobs.ssh.connection": ("TransportError",),  # SyncError and the host-key errors derive from it
-    "radeonlab.jobs.plan.render": ("RenderError",),
-    "radeonlab.contract.state": ("InvalidTransition",),
-}
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 
 class RadeonlabError(Exception):
-    """A job-runner error whose message is meant for the user as it is (one line)."""
+    """The root: a one-line message meant for the user as it is."""
+
+    exit_code = EXIT_FAILURE
+
+
+class InputError(RadeonlabError):
+    """Bad input from the user (spec, dataset, inventory, option, job id): refused before anything is sent."""
+
+    exit_code = EXIT_USAGE
+
+
+class SpecError(InputError):
+    """A spec that cannot be loaded at all; str() is `file:line: message`."""
+
+    def __init__(self, file: str, line: int, message: str) -> None:
+        super().__init__(f"{file}:{line}: {message}")
+        self.file, self.line, self.message = file, line, message
+
+
+class ChecksFailedError(InputError):
+    """The spec has errors (the same checks as `radeonlab check`); nothing was uploaded."""
+
+    def __init__(self, message: str, problems: list[Any]) -> None:
+        super().__init__(message)
+        self.problems = problems
+
+
+class InventoryError(InputError):
+    """An inventory that cannot be loaded, or a host selection that matches nothing."""
+
+
+class ModelError(InputError):
+    """A model that cannot be used as named (unknown, gated without access, malformed id)."""
+
+
+class RenderError(InputError):
+    """A spec that cannot run on the chosen host (e.g. bf16 forced on a card without it)."""
+
+
+class PlacementError(RadeonlabError):
+    """No host (or not enough hosts) fits the job; `decisions` says why each one was rejected."""
+
+    def __init__(self, message: str, decisions: list[Any] | None = None) -> None:
+        super().__init__(message)
+        self.decisions = decisions or []
+
+
+class DoesNotFitError(RadeonlabError):
+    """`--strict` and the VRAM estimate does not fit the card's free memory."""
+
+
+class TransportError(RadeonlabError):
+    """Anything that went wrong talking to a host (unreachable, authentication, a lost connection)."""
+
+
+class HostKeyError(TransportError):
+    """The host's SSH key is unknown or changed: refused, with the command that fixes it."""
+
+
+class RemoteCommandError(TransportError):
+    """A command on the host exited non-zero; `result` has its output."""
+
+    def __init__(self, message: str, result: Any = None) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 class NotProvisionedError(RadeonlabError):
     """The host has no (current) host record: provisioning has not run, or is too old."""
 
 
-class JobNotFoundError(RadeonlabError):
-    """No host of the inventory has this job."""
+class JobNotFoundError(InputError):
+    """No host of the inventory (or of the local cache) has this job."""
 
 
-class ChecksFailedError(RadeonlabError):
-    """The spec has errors (the same checks as `radeonlab check`); nothing was uploaded."""
-
-    def __init__(self, message: str, problems: list) -> None:
-        super().__init__(message)
-        self.problems = problems
-
-
-def user_error_types() -> tuple[type[BaseException], ...]:
-    """RadeonlabError plus the user-facing error classes of the modules imported so far."""
-    found: list[type[BaseException]] = [RadeonlabError]
-    for module_name, class_names in USER_ERROR_CLASSES.items():
-        module = sys.modules.get(module_name)
-        found += [getattr(module, name) for name in class_names if module and hasattr(module, name)]
-    return tuple(found)
+class JobStateError(RadeonlabError):
+    """The job is in a state that does not allow the action (resume a running job, rm a running job)."""
 
 
 def one_line(exc: BaseException) -> str:

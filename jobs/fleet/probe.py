@@ -1,185 +1,106 @@
-"""The state of every workstation at a glance: `radeonlab fleet` (logic here, the CLI is
-radeonlab/cli/fleet.py).
+"""What the laptop knows of a workstation after one round trip: its record, its GPUs now, its jobs.
 
-One thread and one SSH connection per host, ONE remote round trip per host: a bash script (sent on stdin)
-prints the host record, the GPU readings (jobs/host/readings.py) and a summary of the jobs folder. A host that
-does not answer within the timeout is reported unreachable with the reason and never stalls the others:
-the caller stops waiting at the deadline, whatever the SSH library is blocked on (a TCP connect, a server
-that accepts connections but never sends its SSH banner, a hung command).
+`read_host` runs the host's probe tool (jobs/host/probe.py) once over an open connection; `probe_hosts`
+does it for many hosts in parallel with a deadline (jobs/ssh/group.py). `radeonlab fleet`, placement, `list`
+and the job handle all start from a HostView. "Provisioned" means: the host record exists, has the schema this
+radeonlab reads, and its GPUs are the cards sysfs shows now (a swapped or missing card is named, and the
+host is not used until the deploy runs again).
 """
 
 from __future__ import annotations
 
-import json
-import shlex
-import threading
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from radeonlab.jobs.fleet.inventory import HostTarget
-from radeonlab.jobs.host.readings import GpuReading, parse_readings_output, readings_script
-from radeonlab.jobs.ssh.connection import Remote, TransportError, connect
+from radeonlab.jobs.host.readings import GpuReading
+from radeonlab.jobs.ssh.connection import Remote, quote_argv
+from radeonlab.jobs.ssh.group import each_host
 from radeonlab.roles.gpu.cards import card_name
-from radeonlab.roles.verify.defaults import DEFAULTS as VERIFY_DEFAULTS
-from radeonlab.roles.verify.defaults import RECORD_SCHEMA
 
+from radeonlab.contract.records import HostRecord
 from radeonlab.contract.state import JobState
+from radeonlab.errors import NotProvisionedError
 
-FLEET_DEFAULTS: dict[str, Any] = {
-    "timeout_s": 10.0,  # per host, from the start of the command: connect + the one round trip
-}
-SECTIONS = ("@record", "@readings", "@jobs")
-
-# Runs under the host's python3 with the host record's path: what the jobs folder holds, as one JSON line.
-# A job whose state.json says running but whose processes are gone is "stale" (the host rebooted or the
-# launcher was killed); `radeonlab status` records it as failed, fleet only reports it.
-# Host-side helper shared by the probes (fleet's and placement's): is this pid a live process?
-HOST_PY_ALIVE = """
-def alive(pid):
-    if not pid:
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, ValueError):
-        return isinstance(pid, int)
-    return True
-"""
-_JOBS_PY = f"""
-import json, os, sys
-{HOST_PY_ALIVE}try:
-    jobs_dir = json.load(open(sys.argv[1]))["jobs_dir"]
-except Exception as e:
-    print(json.dumps({{"error": "no jobs_dir in the host record (%s)" % type(e).__name__}}))
-    sys.exit(0)
-try:
-    names = sorted(os.listdir(jobs_dir))
-except FileNotFoundError:  # provisioned, no job submitted yet
-    names = []
-except Exception as e:
-    print(json.dumps({{"error": "%s: %s" % (type(e).__name__, e)}}))
-    sys.exit(0)
-out = {{"running": [], "queued": 0, "stale": []}}
-for name in names:
-    try:
-        state = json.load(open(os.path.join(jobs_dir, name, "state.json")))
-    except Exception:
-        continue
-    if state.get("state") == {JobState.QUEUED.value!r}:
-        out["queued"] += 1
-    elif state.get("state") == {JobState.RUNNING.value!r}:
-        live = alive(state.get("pid")) or alive(state.get("child_pid"))
-        out["running" if live else "stale"].append(name)
-print(json.dumps(out))
-"""
-
-
-def probe_script() -> str:
-    """The one script each host runs ($1 = the host record's path): three marked sections."""
-    return "\n".join(
-        [
-            'echo "@record"; cat -- "$1" 2>/dev/null; echo',
-            'echo "@readings"',
-            f"( {readings_script()} )",  # a subshell: the readings script ends with `exit 0`
-            'echo "@jobs"',
-            f'python3 -c {shlex.quote(_JOBS_PY)} "$1" 2>&1 || echo \'{{"error": "python3 failed"}}\'',
-            "exit 0",
-        ]
-    )
+FLEET_DEFAULTS: dict[str, Any] = {"timeout_s": 10.0}  # per host, connect + the one round trip
+DEPLOY = "deploy/setup.py"
+CPU_SLOT = "cpu"  # the queue key of a job without a GPU (the launcher's cpu.lock)
 
 
 @dataclass
-class GpuStatus:
-    index: int
-    name: str | None = None
-    gfx: str | None = None
-    vram_used: int | None = None
-    vram_total: int | None = None
-    temp_c: float | None = None
-    power_w: float | None = None
+class HostView:
+    """One host as one probe saw it."""
 
-
-@dataclass
-class HostStatus:
-    """One row of the fleet table (and one dict of `--json`)."""
-
-    host: str
-    reachable: bool
+    name: str
+    reachable: bool = True
     error: str | None = None  # why unreachable (one line), or what went wrong reading the host
-    provisioned: bool = False
-    provisioned_note: str = ""  # why not provisioned: no record, unreadable, schema mismatch
-    gpus: list[GpuStatus] = field(default_factory=list)
-    rocm: str | None = None
-    torch: str | None = None
-    running: list[str] = field(default_factory=list)
-    stale: list[str] = field(default_factory=list)
-    queued: int | None = None
+    record: HostRecord | None = None  # None: not provisioned (note says why)
+    raw_record: dict[str, Any] | None = None  # as written, even when not usable (it may name the GPUs)
+    note: str = ""
+    gpus: list[GpuReading] = field(default_factory=list)
+    jobs: list[dict[str, Any]] = field(default_factory=list)  # jobs/host/probe.py job summaries
     seconds: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    @property
+    def provisioned(self) -> bool:
+        return self.record is not None
 
+    def reading(self, index: int) -> GpuReading | None:
+        return next((g for g in self.gpus if g.index == index), None)
 
-def split_sections(stdout: str) -> dict[str, str]:
-    """{"@record": text, "@readings": text, "@jobs": text} from the probe script's output."""
-    sections: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    for line in stdout.splitlines():
-        if line in SECTIONS:
-            current = sections.setdefault(line, [])
-        elif current is not None:
-            current.append(line)
-    return {name: "\n".join(lines).strip() for name, lines in sections.items()}
+    def live_jobs(self, state: JobState) -> list[dict[str, Any]]:
+        return [j for j in self.jobs if j["state"].get("state") == state.value and j["alive"]]
 
-
-def judge_record(text: str) -> tuple[dict[str, Any] | None, str]:
-    """(record, note): the record when present and of the current schema, else None and why not."""
-    if not text:
-        return None, "no host record"
-    try:
-        record = json.loads(text)
-    except json.JSONDecodeError:
-        return None, "host record unreadable (not JSON)"
-    if not isinstance(record, dict):
-        return None, "host record unreadable (not an object)"
-    if record.get("schema") != RECORD_SCHEMA:
-        return None, f"host record schema {record.get('schema')!r}, expected {RECORD_SCHEMA}"
-    return record, ""
-
-
-def _gpus(record: Mapping[str, Any] | None, readings: Sequence[GpuReading]) -> list[GpuStatus]:
-    by_index = {r.index: r for r in readings}
-    entries = list((record or {}).get("gpus") or [])
-    if not entries:  # no record: the cards sysfs shows, unnamed
+    @property
+    def stale(self) -> list[str]:
+        """Jobs recorded as running whose processes are gone (host rebooted, launcher killed)."""
         return [
-            GpuStatus(r.index, None, None, r.vram_used, r.vram_total, r.temp_c, r.power_w) for r in readings
+            j["id"] for j in self.jobs if j["state"].get("state") == JobState.RUNNING.value and not j["alive"]
         ]
-    out = []
-    for g in entries:
-        r = by_index.get(int(g["index"]))
-        out.append(
-            GpuStatus(
-                int(g["index"]),
-                g.get("name"),
-                g.get("gfx"),
-                r.vram_used if r and r.vram_used is not None else g.get("vram_used"),
-                r.vram_total if r and r.vram_total is not None else g.get("vram_total"),
-                r.temp_c if r else None,
-                r.power_w if r else None,
-            )
-        )
-    return out
+
+    def queue(self) -> dict[str, int]:
+        """Queued + running jobs per GPU index ("cpu" for jobs without a GPU)."""
+        out: dict[str, int] = {}
+        for job in self.live_jobs(JobState.QUEUED) + self.live_jobs(JobState.RUNNING):
+            for gpu in job.get("gpus") or [CPU_SLOT]:
+                out[str(gpu)] = out.get(str(gpu), 0) + 1
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """`fleet --json`: one object per host (GPUs as recorded, with the live readings)."""
+        record = self.raw_record or {}
+        named = {int(g["index"]): g for g in record.get("gpus") or [] if "index" in g}
+        gpus = [
+            {
+                **asdict(g),
+                "name": (named.get(g.index) or {}).get("name"),
+                "gfx": (named.get(g.index) or {}).get("gfx"),
+                "temp_c": g.temp_c,
+            }
+            for g in self.gpus
+        ]
+        return {
+            "host": self.name,
+            "reachable": self.reachable,
+            "error": self.error,
+            "provisioned": self.provisioned,
+            "provisioned_note": self.note,
+            "gpus": gpus,
+            "rocm": (record.get("rocm") or {}).get("installed"),
+            "torch": (record.get("torch") or {}).get("version"),
+            "running": [j["id"] for j in self.live_jobs(JobState.RUNNING)],
+            "queued": [j["id"] for j in self.live_jobs(JobState.QUEUED)],
+            "stale": self.stale,
+            "seconds": self.seconds,
+        }
 
 
 def card_changes(entries: Sequence[Mapping[str, Any]], readings: Sequence[GpuReading]) -> str:
     """Where the live cards differ from the ones the host record describes (by PCI device id), or "".
 
     A recorded GPU with no live card (removed, or amdgpu not loaded after a kernel update) is a change too.
-    Records without device ids (older ones) and readings without them compare as unchanged.
-    """
+    Records without device ids (older ones) and readings without them compare as unchanged."""
     by_index = {r.index: r for r in readings}
     out = []
     for g in entries:
@@ -187,124 +108,69 @@ def card_changes(entries: Sequence[Mapping[str, Any]], readings: Sequence[GpuRea
         if g.get("device_id") is None:
             continue
         if live is None:
-            gone = "is not in sysfs (card removed, or amdgpu not loaded)"
-            out.append(f"GPU {g['index']} {g.get('name')} {gone}")
+            out.append(
+                f"GPU {g['index']} {g.get('name')} is not in sysfs (card removed, or amdgpu not loaded)"
+            )
         elif live.device_id is not None and int(g["device_id"]) != live.device_id:
             now = card_name(live.device_id, live.revision)
             out.append(f"GPU {g['index']} was {g.get('name')}, is now {now}")
     return "; ".join(out)
 
 
-def parse_probe(name: str, stdout: str) -> HostStatus:
-    """A reachable host's row from the probe script's output."""
-    sections = split_sections(stdout)
-    record_text = sections.get("@record", "")
-    record, note = judge_record(record_text)
-    loose: Mapping[str, Any] = record or {}
-    if record is None and record_text:  # an old or damaged record may still say something useful
-        try:
-            parsed = json.loads(record_text)
-            loose = parsed if isinstance(parsed, dict) else {}
-        except json.JSONDecodeError:
-            loose = {}
-    readings = parse_readings_output(sections.get("@readings", ""), loose.get("gpus") or ())
-    changed = card_changes(loose.get("gpus") or (), readings)
-    if record is not None and changed:  # provisioned for another card: wrong arch, override, record
-        record, note = None, f"card changed since provisioning: {changed}; re-run deploy/setup.py"
-    status = HostStatus(
-        host=name,
-        reachable=True,
-        provisioned=record is not None,
-        provisioned_note=note,
-        gpus=_gpus(loose, readings),
-        rocm=((loose.get("rocm") or {}).get("installed")) or None,
-        torch=((loose.get("torch") or {}).get("version")) or None,
-    )
+def parse_probe(name: str, data: Mapping[str, Any]) -> HostView:
+    """A reachable host's view from the probe tool's JSON."""
+    raw = data.get("record") if isinstance(data.get("record"), dict) else None
+    view = HostView(name, raw_record=raw, note=str(data.get("record_error") or ""))
+    view.gpus = [GpuReading(**g) for g in data.get("gpus") or []]
+    view.jobs = list(data.get("jobs") or [])
+    if data.get("jobs_error"):
+        view.error = f"jobs folder: {data['jobs_error']}"
+    if raw is None:
+        return view
     try:
-        jobs = json.loads((sections.get("@jobs") or "{}").splitlines()[-1])
-    except (json.JSONDecodeError, IndexError):
-        jobs = {"error": "jobs summary unreadable"}
-    if "error" in jobs:
-        if record is not None:  # without a record there is no jobs folder to read: not an error
-            status.error = f"jobs folder: {jobs['error']}"
-    else:
-        status.running, status.stale, status.queued = jobs["running"], jobs["stale"], jobs["queued"]
-    return status
+        record = HostRecord.from_dict(raw)
+    except (TypeError, ValueError) as exc:
+        view.note = f"host record unreadable ({exc})"
+        return view
+    view.note = record.unusable() or ""
+    changed = card_changes(raw.get("gpus") or [], view.gpus)
+    if changed and not view.note:  # provisioned for another card: wrong arch, override, record
+        view.note = f"card changed since provisioning: {changed}; re-run deploy/setup.py"
+    view.record = None if view.note else record
+    return view
 
 
-def _one_line(text: str) -> str:
-    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
-    return lines[0] if lines else "unknown error"
+def read_host(remote: Remote, jobs: str = "summary", ids: Sequence[str] | None = None) -> HostView:
+    """One round trip: the probe tool's answer as a HostView."""
+    args = ["--jobs", jobs] + (["--ids", ",".join(ids)] if ids else [])
+    view = parse_probe(remote.target.name, remote.tool("probe", args).last_json())
+    return view
 
 
-def probe_host(
-    target: HostTarget,
-    timeout: float,
-    opened: Callable[[Remote], None] = lambda r: None,
-    *,
-    script: Callable[[], str] | None = None,
-    parse: Callable[[str, str], HostStatus] | None = None,
-) -> HostStatus:
-    """Connect, run the probe script once, parse. Never raises for a host problem: it becomes the row.
-
-    `script`/`parse` default to fleet's; placement passes its own (fleet's plus a queue section).
-    """
-    start = time.monotonic()
-    record_path = str(target.data.get("verify_record_path", VERIFY_DEFAULTS["verify_record_path"]))
-    try:
-        with connect(target) as remote:
-            opened(remote)
-            left = max(0.1, timeout - (time.monotonic() - start))
-            result = remote.run_script((script or probe_script)(), [record_path], check=False, timeout=left)
-    except TransportError as exc:
-        return HostStatus(target.name, False, _one_line(str(exc)), seconds=time.monotonic() - start)
-    status = (parse or parse_probe)(target.name, result.stdout)
-    status.seconds = round(time.monotonic() - start, 3)
-    return status
-
-
-def gather(
-    targets: Sequence[HostTarget],
-    timeout: float = FLEET_DEFAULTS["timeout_s"],
-    probe: Callable[..., HostStatus] = probe_host,
-) -> list[HostStatus]:
-    """Every host's status, probed in parallel, in the targets' order; a host still silent at the
-    deadline is unreachable ("no answer within N s"), its thread abandoned (daemon) and its connection
-    closed if it had opened one."""
-    results: dict[str, HostStatus] = {}
-    remotes: dict[str, Remote] = {}
-    lock = threading.Lock()
-
-    def work(target: HostTarget) -> None:
-        def opened(remote: Remote) -> None:
-            with lock:
-                remotes[target.name] = remote
-
-        try:
-            status = probe(target, timeout, opened)
-        except Exception as exc:  # a bug or an unexpected library error: still one row, not a traceback
-            status = HostStatus(target.name, False, f"{type(exc).__name__}: {_one_line(str(exc))}")
-        with lock:
-            results[target.name] = status
-
-    threads = [threading.Thread(target=work, args=(t,), name=f"fleet-{t.name}", daemon=True) for t in targets]
-    deadline = time.monotonic() + timeout
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
+def probe_hosts(
+    targets: Sequence[HostTarget], timeout: float = FLEET_DEFAULTS["timeout_s"], jobs: str = "summary"
+) -> list[HostView]:
+    """Every host's view, probed in parallel, in the targets' order; unreachable hosts as views too."""
+    results = each_host(targets, lambda remote: read_host(remote, jobs), timeout)
     out = []
-    with lock:
-        for target in targets:
-            status = results.get(target.name)
-            if status is None:
-                status = HostStatus(target.name, False, f"no answer within {timeout:g} s", seconds=timeout)
-                if target.name in remotes:
-                    remotes[target.name].close()  # its command is hung: end it
-            out.append(status)
+    for r in results:
+        view = r.value if r.value is not None else HostView(r.host, reachable=False, error=r.error)
+        view.seconds = r.seconds
+        out.append(view)
     return out
 
 
-def exit_code(statuses: Sequence[HostStatus]) -> int:
-    """0 when every host answered, 1 when any is unreachable."""
-    return 0 if all(s.reachable for s in statuses) else 1
+def deploy_command(inventory: str, host: str) -> str:
+    """The one command that provisions `host` (what a not-provisioned error tells the user to run)."""
+    return quote_argv(["pyinfra", "-y", "--limit", host, inventory, DEPLOY])
+
+
+def require_record(view: HostView, inventory: str) -> HostRecord:
+    """The usable host record, or NotProvisionedError naming the host, why, and the deploy command."""
+    if view.record is not None:
+        return view.record
+    fix = f"provision it first: {deploy_command(inventory, view.name)}"
+    why = view.note or "no host record"
+    if why == "no host record":
+        raise NotProvisionedError(f"{view.name} is not provisioned (no /etc/radeonlab/host.json): {fix}")
+    raise NotProvisionedError(f"{view.name} is not provisioned ({why}): {fix}")

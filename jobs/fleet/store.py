@@ -19,6 +19,7 @@ from typing import Any
 HOME_ENV = "RADEONLAB_HOME"  # overrides the data folder (tests, several labs on one laptop)
 DEFAULT_HOME = Path("~/.local/share/radeonlab")
 DB_NAME = "jobs.db"
+SCHEMA_VERSION = 2  # PRAGMA user_version; 1 (unversioned) lacked end_reason
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY,
@@ -32,7 +33,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     exit_code INTEGER,
     reason TEXT,
     remote_dir TEXT NOT NULL,
-    local_dir TEXT                          -- where `fetch` put the results; laptop-only knowledge
+    local_dir TEXT,                         -- where `fetch` put the results; laptop-only knowledge
+    end_reason TEXT                         -- contract EndReason value once the job ended
 );
 CREATE INDEX IF NOT EXISTS jobs_host_state ON jobs (host, state);
 """
@@ -54,6 +56,7 @@ class JobRow:
     exit_code: int | None = None
     reason: str | None = None
     local_dir: str | None = None
+    end_reason: str | None = None
 
 
 @dataclass
@@ -73,13 +76,35 @@ def db_path(environ: Mapping[str, str] | None = None) -> Path:
     return home / DB_NAME
 
 
+# version -> statements that bring a database of that version to the next one
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: ("ALTER TABLE jobs ADD COLUMN end_reason TEXT",),
+}
+
+
 def connect(path: Path | None = None) -> sqlite3.Connection:
-    """Open (creating folder and schema if needed) the job database."""
+    """Open the job database: created when missing, migrated when older; one made by a newer radeonlab is
+    set aside (renamed) and rebuilt, since the hosts are the truth."""
     path = path or db_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path)
     conn.row_factory = sqlite3.Row
-    conn.executescript(SCHEMA)
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    exists = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'jobs'").fetchone() is not None
+    if exists and version == 0:
+        version = 1  # the first radeonlab did not number its schema
+    if version > SCHEMA_VERSION:
+        conn.close()
+        path.rename(path.with_name(f"{path.name}.newer-schema-{version}"))
+        return connect(path)
+    if exists:
+        for v in range(version, SCHEMA_VERSION):
+            for statement in MIGRATIONS.get(v, ()):
+                conn.execute(statement)
+    else:
+        conn.executescript(SCHEMA)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    conn.commit()
     return conn
 
 
@@ -103,6 +128,7 @@ def row_from_host(record: HostJob, updated_at: str | None = None) -> JobRow:
         attempts=list(job.get("attempts", [])),
         exit_code=state.get("exit_code"),
         reason=state.get("reason"),
+        end_reason=state.get("end"),
     )
 
 
@@ -110,12 +136,13 @@ def upsert(conn: sqlite3.Connection, row: JobRow) -> None:
     """Insert or update a job; a known local_dir is kept when the new row has none."""
     conn.execute(
         """INSERT INTO jobs (id, host, name, state, created_at, updated_at, gpus, attempts, exit_code, reason,
-                             remote_dir, local_dir)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                             remote_dir, local_dir, end_reason)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
            ON CONFLICT(id) DO UPDATE SET host=excluded.host, name=excluded.name, state=excluded.state,
              created_at=excluded.created_at, updated_at=excluded.updated_at, gpus=excluded.gpus,
              attempts=excluded.attempts, exit_code=excluded.exit_code, reason=excluded.reason,
-             remote_dir=excluded.remote_dir, local_dir=COALESCE(excluded.local_dir, jobs.local_dir)""",
+             remote_dir=excluded.remote_dir, local_dir=COALESCE(excluded.local_dir, jobs.local_dir),
+             end_reason=excluded.end_reason""",
         (
             row.id,
             row.host,
@@ -129,6 +156,7 @@ def upsert(conn: sqlite3.Connection, row: JobRow) -> None:
             row.reason,
             row.remote_dir,
             row.local_dir,
+            row.end_reason,
         ),
     )
     conn.commit()
@@ -139,6 +167,12 @@ def upsert_from_host(conn: sqlite3.Connection, record: HostJob) -> JobRow:
     row = row_from_host(record)
     upsert(conn, row)
     return row
+
+
+def delete(conn: sqlite3.Connection, job_id: str) -> None:
+    """Forget a job (its folder was removed on the host)."""
+    conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+    conn.commit()
 
 
 def set_local_dir(conn: sqlite3.Connection, job_id: str, local_dir: str) -> None:

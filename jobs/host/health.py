@@ -30,11 +30,10 @@ from enum import Enum
 from typing import Any
 
 from radeonlab.jobs.host.metrics import LogPoint
-from radeonlab.roles.access.defaults import DEFAULTS as ACCESS_DEFAULTS
-from radeonlab.roles.gpu_env.defaults import DEFAULTS as GPU_ENV_DEFAULTS
 
-GPU_ENV_FILE = str(GPU_ENV_DEFAULTS["gpu_env_profile_path"])
-ACCESS_GROUPS = " and ".join(str(g) for g in ACCESS_DEFAULTS["access_groups"])  # type: ignore[attr-defined]
+from radeonlab.contract.records import GPU_ENV_FILE, GPU_GROUPS
+
+ACCESS_GROUPS = " and ".join(GPU_GROUPS)
 KILL_EXIT_CODES = (137, -9)  # 128 + SIGKILL as the launcher records it; -9 as Popen reports it
 
 

@@ -10,9 +10,10 @@ Two sources, parsed into the same GpuReading:
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
+import os
 import re
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -48,6 +49,7 @@ class GpuReading:
     temp_mem_c: float | None = None
     power_w: float | None = None
     vram_percent: float | None = None
+    busy_percent: float | None = None  # GPU busy %, amdgpu's gpu_busy_percent
     device_id: int | None = None  # PCI id (sysfs only): is the card still the one the host record describes?
     revision: int | None = None
     source: str = ""
@@ -139,6 +141,7 @@ def parse_sysfs_values(index: int, values: Mapping[str, str]) -> GpuReading:
     for field in ("vram_used", "vram_total"):
         value = _number(clean.get(f"mem_info_{field}", ""))
         setattr(reading, field, int(value) if value is not None else None)
+    reading.busy_percent = _number(clean.get("gpu_busy_percent", ""))
     for field, key in (("device_id", "device"), ("revision", "revision")):
         with contextlib.suppress(KeyError, ValueError):  # absent or unreadable: unknown
             setattr(reading, field, int(clean[key], 16))  # sysfs prints "0x744c"
@@ -154,53 +157,48 @@ def parse_sysfs_values(index: int, values: Mapping[str, str]) -> GpuReading:
     return reading
 
 
-def readings_script(sysfs_root: str = "/sys") -> str:
-    """A POSIX sh script printing every AMD card's sysfs values and the KFD node -> render minor map.
-
-    Output: "@gpu <render minor>" then "name=value" lines per card, then "@kfd <node> <render minor>" lines.
-    Run it with Remote.run_script; parse with parse_readings_output.
-    """
-    root = shlex.quote(sysfs_root.rstrip("/") or "/")
-    return f"""root={root}
-for dev in "$root"/class/drm/renderD*/device; do
-  [ "$(tr -d '\\000' 2>/dev/null < "$dev/vendor")" = 0x1002 ] || continue
-  minor=${{dev%/device}}; minor=${{minor##*renderD}}
-  echo "@gpu $minor"
-  for f in "$dev"/device "$dev"/revision "$dev"/mem_info_vram_total "$dev"/mem_info_vram_used \\
-           "$dev"/hwmon/hwmon*/temp*_input "$dev"/hwmon/hwmon*/temp*_label \\
-           "$dev"/hwmon/hwmon*/power1_average "$dev"/hwmon/hwmon*/power1_input; do
-    [ -r "$f" ] || continue
-    case "$f" in */hwmon/*) key="hwmon/${{f##*/}}";; *) key="${{f##*/}}";; esac
-    printf '%s=%s\\n' "$key" "$(tr -d '\\000' < "$f")"
-  done
-done
-for n in "$root"/class/kfd/kfd/topology/nodes/*; do
-  m=$(sed -n 's/^drm_render_minor //p' "$n/properties" 2>/dev/null)
-  [ -n "$m" ] && [ "$m" != 0 ] && echo "@kfd ${{n##*/}} $m"
-done
-exit 0
-"""
+def _read(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read().replace(b"\0", b"").decode(errors="replace").strip()
+    except OSError:
+        return None
 
 
-def parse_readings_output(stdout: str, host_gpus: Sequence[Mapping[str, object]] = ()) -> list[GpuReading]:
-    """GpuReadings from readings_script's output, indexed like the host record's "gpus" (by KFD node).
-
-    Cards the host record does not list (no match) are left out when a host record is given; without
-    one, cards are numbered in render-minor order.
-    """
+def sysfs_cards(sysfs_root: str = "/sys") -> tuple[dict[int, dict[str, str]], dict[int, int]]:
+    """Every AMD card's drm device values by render minor, and the KFD node of each render minor."""
+    root = sysfs_root.rstrip("/") or "/"
     cards: dict[int, dict[str, str]] = {}
+    for dev in sorted(glob.glob(os.path.join(root, "class/drm/renderD*/device"))):
+        if _read(os.path.join(dev, "vendor")) != "0x1002":
+            continue
+        minor = int(os.path.basename(os.path.dirname(dev))[len("renderD") :])
+        values: dict[str, str] = {}
+        names = ["device", "revision", "mem_info_vram_total", "mem_info_vram_used", "gpu_busy_percent"]
+        for name in names:
+            if (text := _read(os.path.join(dev, name))) is not None:
+                values[name] = text
+        for path in glob.glob(os.path.join(dev, "hwmon/hwmon*/*")):
+            name = os.path.basename(path)
+            wanted = re.fullmatch(r"temp\d+_(input|label)|power1_(average|input)", name)
+            if wanted and (text := _read(path)) is not None:
+                values[f"hwmon/{name}"] = text
+        cards[minor] = values
     node_of_minor: dict[int, int] = {}
-    current: dict[str, str] | None = None
-    for line in stdout.splitlines():
-        if line.startswith("@gpu "):
-            current = cards.setdefault(int(line.split()[1]), {})
-        elif line.startswith("@kfd "):
-            _, node, minor = line.split()
-            node_of_minor[int(minor)] = int(node)
-            current = None
-        elif current is not None and "=" in line:
-            key, value = line.split("=", 1)
-            current[key] = value
+    for props in glob.glob(os.path.join(root, "class/kfd/kfd/topology/nodes/*/properties")):
+        text = _read(props) or ""
+        m = re.search(r"^drm_render_minor (\d+)$", text, re.M)
+        if m and m.group(1) != "0":
+            node_of_minor[int(m.group(1))] = int(os.path.basename(os.path.dirname(props)))
+    return cards, node_of_minor
+
+
+def read_gpus(host_gpus: Sequence[Mapping[str, object]] = (), sysfs_root: str = "/sys") -> list[GpuReading]:
+    """This host's GPU readings from drm sysfs, indexed like the host record's "gpus" (by KFD node).
+
+    Cards the host record does not list are left out when a host record is given; without one, cards are
+    numbered in render-minor order."""
+    cards, node_of_minor = sysfs_cards(sysfs_root)
     if not host_gpus:
         return [parse_sysfs_values(i, cards[m]) for i, m in enumerate(sorted(cards))]
     index_of_node = {int(g["node"]): int(g["index"]) for g in host_gpus if g.get("node") is not None}

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from radeonlab.jobs.host.health import Diagnosis, Kind
-from radeonlab.jobs.spec import lf_args
 
 from radeonlab.contract.records import Attempt as AttemptRecord
 
@@ -54,14 +53,11 @@ CHECKPOINT_DONE_FILE = "trainer_state.json"  # written near the end of HF's _sav
 NOTE_PREFIX = re.compile(r"^remedy (?P<ladder>\w+)/(?P<step>\w+):")
 
 
-def lf_default(key: str) -> Any:
-    """LLaMA-Factory's default for a key the config leaves out (jobs/spec/lf_args.json, pinned release)."""
-    return lf_args.keys().get(key, {}).get("default")
-
-
 def value(config: Mapping[str, Any], key: str) -> Any:
-    """The value LLaMA-Factory will use: the config's, else its default."""
-    return config[key] if key in config else lf_default(key)
+    """The value LLaMA-Factory will use. Callers pass the config with LLaMA-Factory's defaults for the keys
+    the steps read (STEP_KEYS) underneath: the laptop records them in job.json `lf_defaults` from the pinned
+    release's key list, so the host needs no copy of that list."""
+    return config.get(key)
 
 
 Changes = dict[str, tuple[Any, Any]]  # key -> (old, new)
@@ -163,6 +159,7 @@ STEPS: dict[str, Step] = {
         Step("resume", (), "resume from the newest complete checkpoint, nothing changed", lambda c: {}, True),
     )
 }
+STEP_KEYS: tuple[str, ...] = tuple(sorted({k for s in STEPS.values() for k in s.keys}))
 # Repeating steps (halve_batch) apply again while they change something; a step without changes runs once.
 LADDERS: dict[str, tuple[str, ...]] = {
     "nan": ("flash_attn_disabled", "lower_lr", "adamw_torch"),

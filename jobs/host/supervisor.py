@@ -32,8 +32,11 @@ from types import SimpleNamespace
 from typing import Any
 
 from radeonlab.jobs.host import health, metrics, remedies
+from radeonlab.jobs.host.process import NO_ADAPTER, StateFile, has_adapter, now, start_training, stop_group
 
-from radeonlab.contract.records import Attempt, JobRecord, attempt_line
+from radeonlab.contract.jobdir import FILES, read_json, start_time, write_json_atomic
+from radeonlab.contract.records import Attempt, JobRecord
+from radeonlab.contract.state import EndReason, JobState
 
 SUPERVISE: dict[str, float] = {
     "poll_s": 0.25,  # how often a running attempt's logs are read (a local file tail: cheap)
@@ -41,28 +44,9 @@ SUPERVISE: dict[str, float] = {
     "log_tail_bytes": 1 << 20,  # how much of an attempt's train.log the final diagnosis reads
 }
 OUTPUT, TRAINER_LOG, TRAINER_STATE = "output", "trainer_log.jsonl", "trainer_state.json"
+# Per-job caches that are not models (the shared model cache is the host's: the job's env sets it).
+CACHE_ENV = {"HF_DATASETS_CACHE": "cache/datasets", "MPLCONFIGDIR": "cache/mpl", "HF_HOME": "cache/hf"}
 CAUSES = {"nan": "NaN", "oom": "out of memory", "killed": "killed", "gpu_fault": "GPU fault"}
-PROCESS_GONE = "process gone (host rebooted or killed)"
-
-
-def supervise(
-    lx: Any,
-    job_dir: str,
-    argv: list,
-    env: dict,
-    lock_fds: list,
-    started: str,
-    resume: bool,
-    resume_max_step: int | None = None,
-) -> int:
-    """Run the job's attempts until one succeeds or no remedy is left; returns the launcher's exit code.
-
-    lx: the launcher module (state.json writing, starting the child, process probes).
-    """
-    sup = Supervisor(lx, job_dir, argv, env, lock_fds, started)
-    if not os.path.exists(os.path.join(job_dir, "config.json")):  # submitted without it: run once, as before
-        return lx.run_once(job_dir, argv, env, lock_fds, sup.raw.get("limits") or {}, sup.finish, started)
-    return sup.run(resume, resume_max_step)
 
 
 def yaml_scalar(value: Any) -> str:
@@ -131,11 +115,9 @@ def _size(path: str) -> int:
 class Supervisor:
     """One job's attempts, read from and recorded in its job.json."""
 
-    def __init__(self, lx: Any, job_dir: str, argv: list, env: dict, lock_fds: list, started: str) -> None:
-        self.lx, self.dir, self.argv, self.env, self.lock_fds = lx, job_dir, argv, env, lock_fds
-        self.started = started
-        self.raw = lx.read_json(self.path("job.json"))
-        self.job = JobRecord.from_dict(self.raw)
+    def __init__(self, job_dir: str, argv: list, env: dict, lock_fds: list, states: StateFile) -> None:
+        self.dir, self.argv, self.env, self.lock_fds, self.states = job_dir, argv, env, lock_fds, states
+        self.job = JobRecord.from_dict(read_json(self.path(FILES["job"])))
         self.output = self.path(OUTPUT)
         self.child: subprocess.Popen | None = None
         self.signalled: int | None = None
@@ -147,25 +129,13 @@ class Supervisor:
 
     def save_job(self) -> None:
         """job.json: the laptop's record plus the attempts as they happen (unknown keys kept)."""
-        self.raw.update(self.job.to_dict())
-        self.lx.write_json_atomic(self.path("job.json"), self.raw)
+        write_json_atomic(self.path(FILES["job"]), self.job.to_dict())
 
-    def finish(self, state: str, exit_code: int | None, reason: str | None, **extra: object) -> int:
+    def finish(
+        self, end: EndReason, reason: str | None = None, exit_code: int | None = None, **ids: object
+    ) -> int:
         attempt = self.job.attempts[-1] if self.job.attempts else None
-        fields = {"attempt": attempt.n if attempt else None, **extra}
-        self.lx.write_json_atomic(
-            self.path("state.json"),
-            self.lx.state_dict(
-                state,
-                pid=os.getpid(),
-                exit_code=exit_code,
-                started_at=self.started,
-                ended_at=self.lx.now(),
-                reason=reason,
-                **fields,
-            ),
-        )
-        return 0 if state == "succeeded" else 1
+        return self.states.finish(end, reason, exit_code, attempt=attempt.n if attempt else None, **ids)
 
     def spec_remedies(self) -> dict[str, Any]:
         """The spec's switches (job.json "remedies") as the objects remedies.next_attempt reads."""
@@ -175,7 +145,7 @@ class Supervisor:
         }
 
     def base_config(self) -> dict:
-        return self.lx.read_json(self.path("config.json"))
+        return read_json(self.path(FILES["config_json"]))
 
     def write_config(self) -> None:
         """config.yaml for the newest attempt: the first config + every attempt's overrides (+ resume)."""
@@ -185,7 +155,7 @@ class Supervisor:
         if attempt.resume_from_checkpoint:
             config["resume_from_checkpoint"] = os.path.join(self.output, attempt.resume_from_checkpoint)
         header = [
-            f"radeonlab job {self.job.id}, {attempt_line(attempt)}",
+            f"radeonlab job {self.job.id}, {attempt.line()}",
             "Rewritten by the host-side supervisor from config.json and job.json's attempts.",
         ]
         tmp = self.path(f"config.yaml.tmp.{os.getpid()}")
@@ -201,36 +171,38 @@ class Supervisor:
         if resume:
             self.plan_resume(resume_max_step)
         elif not self.job.attempts:
-            self.job.attempts.append(Attempt(n=1, created_at=self.lx.now()))
+            self.job.attempts.append(Attempt(n=1, created_at=now()))
         if len(self.job.attempts) > 1:
             self.write_config()
         while True:
             attempt = self.job.attempts[-1]
             if self.cancelled():
-                attempt.state, attempt.ended_at = "cancelled", self.lx.now()
+                attempt.state, attempt.ended_at = "cancelled", now()
                 self.save_job()
-                return self.finish("cancelled", None, "cancelled by user")
+                return self.finish(EndReason.CANCELLED)
             exit_code, diagnosis, ids = self.run_attempt(attempt)
             if exit_code is None:  # could not start at all
-                return self.finish("failed", None, attempt.reason)
+                return self.finish(EndReason.CANNOT_START, attempt.reason)
             if self.cancelled():
                 attempt.state = "cancelled"
                 self.save_job()
-                return self.finish("cancelled", exit_code, "cancelled by user", **ids)
+                return self.finish(EndReason.CANCELLED, None, exit_code, **ids)
             if self.signalled is not None:
                 attempt.state = "failed"
                 self.save_job()
                 name = signal.Signals(self.signalled).name
-                return self.finish("failed", exit_code, f"the launcher was stopped by {name}", **ids)
+                return self.finish(
+                    EndReason.LAUNCHER_STOPPED, f"the launcher was stopped by {name}", exit_code, **ids
+                )
             if diagnosis is None and exit_code == 0:
-                if not self.lx.has_adapter(self.dir):
-                    attempt.state, attempt.reason = "failed", self.lx.NO_ADAPTER
+                if not has_adapter(self.dir):
+                    attempt.state, attempt.reason = "failed", NO_ADAPTER
                     self.save_job()
-                    return self.finish("failed", 0, self.lx.NO_ADAPTER, **ids)
+                    return self.finish(EndReason.NO_ADAPTER, NO_ADAPTER, 0, **ids)
                 attempt.state = "succeeded"
                 self.job.result = self.result_of(attempt)
                 self.save_job()
-                return self.finish("succeeded", 0, None, **ids)
+                return self.finish(EndReason.SUCCEEDED, None, 0, **ids)
             if diagnosis is None:  # diagnose names every non-zero exit; kept for safety
                 diagnosis = health.Diagnosis(health.Kind.OTHER, f"exit {exit_code}", "read train.log")
             plan = self.next_plan(diagnosis)
@@ -238,43 +210,42 @@ class Supervisor:
                 self.job.report = plan.report
                 self.save_job()
                 why = plan.reason if diagnosis.retryable else diagnosis.advice
-                return self.finish("failed", exit_code, f"{diagnosis.summary()[:200]}; {why}", **ids)
+                end = EndReason.GAVE_UP if diagnosis.retryable else EndReason.NEEDS_A_PERSON
+                if diagnosis.kind is health.Kind.OTHER:
+                    end = EndReason.TRAINING_FAILED
+                return self.finish(end, f"{diagnosis.summary()[:200]}; {why}", exit_code, **ids)
             self.apply(plan, diagnosis)
 
     def cancelled(self) -> bool:
-        return os.path.exists(self.path(self.lx.CANCEL_MARKER))
+        return os.path.exists(self.path(FILES["cancel_marker"]))
 
     def _on_signal(self, signum: int, _frame: object) -> None:
         # someone stopped the launcher itself: take the training down with it, record the end, no retry
         self.signalled = signum
         if self.child is not None:
-            self.lx.stop_group(self.child.pid, signum)
+            stop_group(self.child.pid, signum)
 
     def run_attempt(self, attempt: Attempt) -> tuple[int | None, health.Diagnosis | None, dict]:
         """Run one attempt to its end (or stop it at the first NaN); (exit code, diagnosis, process ids)."""
         trainer_log = os.path.join(self.output, TRAINER_LOG)
-        train_log = self.path(self.lx.TRAIN_LOG)
+        train_log = self.path(FILES["train_log"])
         log_start = text_at = _size(train_log)
         log_at = _size(trainer_log)  # steps already there were logged by earlier attempts
         begun = time.time()
         attempt.state = "running"
         self.save_job()
         try:
-            self.child = self.lx.start_child(
-                self.dir, self.argv, dict(self.env), self.lock_fds, self.job.limits or {}
-            )
+            env = {**self.env, **{k: v for a in self.job.attempts for k, v in a.env.items()}}
+            self.child = start_training(self.dir, self.argv, env, self.lock_fds, self.job.limits or {})
         except OSError as e:
             attempt.state, attempt.reason = "failed", f"cannot start {self.argv[0]}: {e}"
             self.save_job()
             return None, None, {}
         child = self.child
-        ids = {"child_pid": child.pid, "pgid": child.pid}
-        self.lx.write_json_atomic(
-            self.path("state.json"),
-            self.lx.state_dict("running", pid=os.getpid(), started_at=self.started, attempt=attempt.n, **ids),
-        )
+        ids = {"child_pid": child.pid, "child_start": start_time(child.pid), "pgid": child.pid}
+        self.states.write(JobState.RUNNING, attempt=attempt.n, **ids)
         if self.cancelled():
-            self.lx.stop_group(child.pid, signal.SIGTERM)  # cancel arrived before there was a pgid to kill
+            stop_group(child.pid, signal.SIGTERM)  # cancel arrived before there was a pgid to kill
         reader = metrics.TrainerLogReader()
         stopped: health.Diagnosis | None = None
         carry = ""
@@ -297,7 +268,7 @@ class Supervisor:
                 break
             time.sleep(SUPERVISE["poll_s"])
         code = child.wait()
-        self.lx.stop_group(child.pid, signal.SIGKILL)  # anything of its group still left (workers)
+        stop_group(child.pid, signal.SIGKILL)  # anything of its group still left (workers)
         self.child = None
         exit_code = 128 - code if code < 0 else code
         log_tail, _ = _read_from(train_log, log_start, int(SUPERVISE["log_tail_bytes"]))
@@ -311,7 +282,7 @@ class Supervisor:
             diagnosis = stopped
         steps = [p.step for p in reader.points]
         attempt.first_step, attempt.last_step = (min(steps), max(steps)) if steps else (None, None)
-        attempt.exit_code, attempt.ended_at = exit_code, self.lx.now()
+        attempt.exit_code, attempt.ended_at = exit_code, now()
         if diagnosis is not None:
             attempt.state = "stopped" if stopped is not None else "failed"
             attempt.reason = diagnosis.summary()
@@ -324,37 +295,37 @@ class Supervisor:
 
     def stop(self, child: subprocess.Popen) -> None:
         """SIGTERM the attempt's group, SIGKILL after the grace period."""
-        self.lx.stop_group(child.pid, signal.SIGTERM)
+        stop_group(child.pid, signal.SIGTERM)
         try:
             child.wait(timeout=SUPERVISE["stop_grace_s"])
         except subprocess.TimeoutExpired:
-            self.lx.stop_group(child.pid, signal.SIGKILL)
+            stop_group(child.pid, signal.SIGKILL)
 
     def _trainer_state(self, since: float) -> dict | None:
         """output/trainer_state.json when this attempt wrote it (the end of a run): grad_norm per step."""
         path = os.path.join(self.output, TRAINER_STATE)
         with contextlib.suppress(OSError):
             if os.path.getmtime(path) >= since:
-                return self.lx.read_json(path) or None
+                return read_json(path) or None
         return None
 
     # ---------------------------------------------------------------------------------------- remedies
 
     def next_plan(self, diagnosis: health.Diagnosis) -> remedies.Attempt | remedies.GiveUp:
         return remedies.next_attempt(
-            self.base_config(),
+            {**self.job.lf_defaults, **self.base_config()},
             diagnosis,
             self.job.attempts,
             self.spec_remedies(),
             checkpoint_listing=output_listing(self.output),
-            vram_total=self.job.vram_total,
+            vram_total=self.job.memory_total,
         )
 
     def apply(self, plan: remedies.Attempt, diagnosis: health.Diagnosis) -> None:
         """Prepare the output folder for the planned attempt, record it in job.json, write config.yaml."""
         n = len(self.job.attempts) + 1
         self.prepare_output(plan.resume_from_checkpoint, plan.discard_checkpoints, n)
-        new = plan.record(n, self.lx.now())
+        new = plan.record(n, now())
         new.changes = {k: [old, value] for k, (old, value) in plan.changes.items()}
         new.cause = cause_of(diagnosis)
         self.job.attempts.append(new)
@@ -394,17 +365,17 @@ class Supervisor:
 
         max_step: no later than this step (a multi-node job resumes every rank from the newest checkpoint
         all its nodes hold; 0: a fresh start on every rank)."""
-        state = self.lx.read_json(self.path("state.json"))
+        state = read_json(self.path("state.json"))
         if not self.job.attempts:
             self.job.attempts.append(Attempt(n=1, created_at=self.job.created_at))
         last = self.job.attempts[-1]
         if state.get("state") in (None, "queued", "running"):  # recorded as live, but its launcher is gone
-            cause = PROCESS_GONE
+            cause = EndReason.PROCESS_GONE.message
         else:
             cause = str(state.get("reason") or state.get("state"))
         if last.state in ("", "running"):
             last.state, last.reason = "failed", cause
-            last.ended_at = last.ended_at or self.lx.now()
+            last.ended_at = last.ended_at or now()
         listing = output_listing(self.output)
         checkpoint = remedies.resume_checkpoint(listing, None, safe_step=max_step)
         resume_step = next((c.step for c in remedies.checkpoints(listing) if c.path == checkpoint), None)
@@ -420,7 +391,7 @@ class Supervisor:
         self.job.attempts.append(
             Attempt(
                 n=n,
-                created_at=self.lx.now(),
+                created_at=now(),
                 resume_from_checkpoint=checkpoint,
                 note=f"resume: {cause}; {where}",
                 cause=cause.split(" (")[0],
@@ -436,5 +407,5 @@ class Supervisor:
             "settings": settings,
             "resumed_from": attempt.resume_from_checkpoint,
             "config": "config.yaml",
-            "summary": attempt_line(attempt),
+            "summary": attempt.line(),
         }

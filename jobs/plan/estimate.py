@@ -36,7 +36,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from radeonlab.jobs.host.remedies import LADDERS, STEPS, Changes, value
+from radeonlab.jobs.host.remedies import LADDERS, STEP_KEYS, STEPS, Changes
+from radeonlab.jobs.spec import lf_args
 
 GIB = 2**30
 # Framework overhead: a judgment, not a measurement (no GPU on the machine that wrote this); see README.
@@ -132,6 +133,11 @@ class Estimate:
         """The breakdown as text lines (GiB)."""
         rows = [f"{k:<12} {v / GIB:8.2f} GiB" for k, v in self.parts.items()]
         return "\n".join([*rows, f"{'peak':<12} {self.peak / GIB:8.2f} GiB", *self.notes])
+
+
+def value(train: Mapping[str, Any], key: str) -> Any:
+    """The value LLaMA-Factory will use: the config's, else the pinned release's default."""
+    return train[key] if key in train else lf_args.default(key)
 
 
 def compute_bytes(train: Mapping[str, Any]) -> int:
@@ -238,7 +244,7 @@ def fits(estimate_: Estimate, free_vram: int) -> Verdict:
     budget = int(free_vram * (1 - FIT_MARGIN))
     if estimate_.peak <= budget:
         return Verdict(True, estimate_.peak, free_vram, f"fits: ~{_gib(estimate_.peak)} of {_gib(free_vram)}")
-    config = dict(estimate_.train)
+    config = {**{k: lf_args.default(k) for k in STEP_KEYS}, **estimate_.train}
     changes: Changes = {}
     steps: list[str] = []
     shape_cfg = _shape_config(estimate_.shape)

@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from radeonlab.jobs.spec import lf_args
-from radeonlab.jobs.spec.load import Spec, SpecError
+from radeonlab.jobs.spec.load import Spec
 from radeonlab.jobs.spec.problems import ERROR, INFO, WARNING, Problem
+
+from radeonlab.errors import SpecError
 
 DATASET_INFO = "dataset_info.json"  # extras/constants.py DATA_CONFIG
 DID_YOU_MEAN_CUTOFF = 0.75

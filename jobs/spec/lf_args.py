@@ -109,6 +109,11 @@ def keys() -> dict[str, dict[str, Any]]:
     return load()["keys"]
 
 
+def default(key: str) -> Any:
+    """LLaMA-Factory's default for `key` in the pinned release (None for an unknown key)."""
+    return keys().get(key, {}).get("default")
+
+
 def choices(key: str) -> list[str] | None:
     return keys().get(key, {}).get("choices")
 

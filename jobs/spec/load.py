@@ -29,6 +29,7 @@ timestamps, duplicate keys refused), and every key keeps its line number for mes
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from dataclasses import dataclass, field
@@ -39,6 +40,8 @@ import jinja2
 import jinja2.sandbox
 import yaml
 
+from radeonlab.errors import InputError, SpecError
+
 BLOCK_KEY = "radeonlab"
 # LLaMA-Factory's default for `dataset_dir` (DataArguments); radeonlab resolves it relative to the spec file.
 DEFAULT_DATASET_DIR = "data"
@@ -47,14 +50,6 @@ REMOTE_DATASET_DIR_PREFIX = "REMOTE:"
 ONLINE_DATASET_DIR = "ONLINE"
 REMEDY_NAMES = ("nan", "oom")
 LIMIT_NAMES = ("address_space_gb",)
-
-
-class SpecError(Exception):
-    """A spec that cannot be loaded at all; str() is one line: `file:line: message`."""
-
-    def __init__(self, file: str, line: int, message: str) -> None:
-        super().__init__(f"{file}:{line}: {message}")
-        self.file, self.line, self.message = file, line, message
 
 
 @dataclass
@@ -123,9 +118,8 @@ class Spec:
     train: dict[str, Any]
     radeonlab: RadeonlabBlock
     lines: dict[str, int]  # top-level key -> line; "radeonlab.placement.min_vram_gb" for nested block keys
-    block_problems: list[tuple[int, str]] = field(
-        default_factory=list
-    )  # (line, message) of a malformed block
+    block_problems: list[tuple[int, str]] = field(default_factory=list)  # (line, message) of a bad block
+    overrides: dict[str, str] = field(default_factory=dict)  # `submit SPEC key=value`, as typed
 
     @property
     def base_dir(self) -> Path:
@@ -269,6 +263,27 @@ def parse_text(text: str, path: Path) -> Spec:
     return Spec(path=path, train=data, radeonlab=block, lines=lines, block_problems=problems)
 
 
+def with_overrides(spec: Spec, pairs: list[str]) -> Spec:
+    """The spec with `key=value` pairs applied on top, the way `llamafactory-cli train x.yaml key=value`
+    reads them (each value parsed as YAML by the spec's loader: `1e-4` is a float, `true` a bool).
+
+    Only top-level LLaMA-Factory keys (a sweep's values); the checks then judge the result."""
+    if not pairs:
+        return spec
+    train = dict(spec.train)
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        key = key.strip()
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", key) or key == BLOCK_KEY:
+            raise InputError(f"override {pair!r}: expected key=value with a LLaMA-Factory key")
+        try:
+            train[key] = yaml.load(raw, Loader=_Loader) if raw.strip() else ""  # noqa: S506 - a SafeLoader
+        except yaml.YAMLError as err:
+            raise InputError(f"override {pair!r}: the value is not valid YAML ({err})") from None
+    typed = {p.partition("=")[0].strip(): p.partition("=")[2] for p in pairs}
+    return dataclasses.replace(spec, train=train, overrides={**spec.overrides, **typed})
+
+
 def load(path: str | os.PathLike[str]) -> Spec:
     """Load a spec file. Raises SpecError (one line, with file:line) when it cannot be read as a spec."""
     p = Path(path)
@@ -287,8 +302,16 @@ def load(path: str | os.PathLike[str]) -> Spec:
 # ------------------------------------------------------------------------------------------ radeonlab block
 
 _BLOCK_FIELDS = (
-    "datasets", "files", "host", "placement", "remedies", "nodes", "env", "forward_env", "limits",
-)  # fmt: skip
+    "datasets",
+    "files",
+    "host",
+    "placement",
+    "remedies",
+    "nodes",
+    "env",
+    "forward_env",
+    "limits",
+)
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PLACEMENT_FIELDS = ("host_group", "gfx_family", "min_vram_gb")
 _DATASET_FIELDS = ("file", "name", "formatting", "ranking", "columns", "tags")

@@ -1,9 +1,10 @@
 """A finished job's results: fetched to the laptop (checksummed, resumable), or tried out on the host.
 
 `fetch_results` brings the adapter, its config, the trainer log, the rendered config.yaml, the loss plot and
-train.log into a local folder through jobs/sync (sha256 computed on the host, verified here). `try_adapter`
-asks the adapter one question ON THE HOST, in its training venv, through LLaMA-Factory's own chat model
-(the same template as in training): the laptop needs no GPU and no training stack.
+train.log into a local folder (jobs/ssh/transfer.py: verified as they arrive), and writes `base_model.json`
+beside them: the base model and its exact revision, so an adapter can be matched to its base. `--checkpoint N`
+takes a checkpoint's adapter instead, `--all` the whole output folder. `try_adapter` asks the adapter one
+question ON THE HOST, in its training venv, through LLaMA-Factory's own chat model (jobs/host/tryout.py).
 """
 
 from __future__ import annotations
@@ -12,15 +13,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from radeonlab.jobs.apply.sync import FetchReport, fetch_files
-from radeonlab.jobs.ssh.connection import Progress, Remote
+from radeonlab.jobs.ssh.transfer import FetchReport, Progress, fetch
+from radeonlab.jobs.track.handle import JobHandle
 
-from radeonlab.contract.records import JobPaths
-from radeonlab.errors import RadeonlabError
+from radeonlab.errors import JobStateError, RadeonlabError
 
+ADAPTER = ("adapter_model.safetensors", "adapter_config.json")
 RESULT_FILES: tuple[str, ...] = (
-    "output/adapter_model.safetensors",
-    "output/adapter_config.json",
+    *(f"output/{name}" for name in ADAPTER),
     "output/trainer_log.jsonl",
     "config.yaml",
     "train.log",
@@ -28,68 +28,80 @@ RESULT_FILES: tuple[str, ...] = (
 OPTIONAL_FILES: tuple[str, ...] = ("output/training_loss.png",)  # plot_loss may have been turned off
 TRY: dict[str, Any] = {"max_new_tokens": 16, "timeout_s": 600}
 
-# Runs in the host's training venv; stdin {"config", "adapter", "prompt", "max_new_tokens"}; last line JSON.
-_TRY = r"""
-import json, sys
-import yaml
-req = json.load(sys.stdin)
-with open(req["config"]) as f:
-    cfg = yaml.safe_load(f)
-from llamafactory.chat import ChatModel
-args = {
-    "model_name_or_path": cfg["model_name_or_path"],
-    "adapter_name_or_path": req["adapter"],
-    "template": cfg.get("template", "default"),
-    "finetuning_type": cfg.get("finetuning_type", "lora"),
-    "trust_remote_code": cfg.get("trust_remote_code", False),
-    "infer_backend": "huggingface",
-    "do_sample": False,
-    "max_new_tokens": req["max_new_tokens"],
-}
-model = ChatModel(args)
-answer = model.chat([{"role": "user", "content": req["prompt"]}])[0].response_text
-print(json.dumps({"answer": answer}))
-"""
+
+def wanted_files(handle: JobHandle, checkpoint: int | None) -> list[str]:
+    """The files a fetch takes: the adapter (of `checkpoint`, if given), logs and config, if present."""
+    listing = (
+        handle.remote.tool("housekeeping", ["checkpoints", handle.dir.root]).last_json().get("listing") or []
+    )
+    present = {f"output/{p}" for p in listing}
+    adapter = (
+        [f"output/checkpoint-{checkpoint}/{n}" for n in ADAPTER]
+        if checkpoint is not None
+        else [f"output/{n}" for n in ADAPTER]
+    )
+    missing = [f for f in adapter if f not in present]
+    if missing:
+        if checkpoint is not None:
+            have = sorted({p.split("/")[0] for p in listing if p.startswith("checkpoint-")})
+            raise RadeonlabError(
+                f"{handle.id}: no checkpoint-{checkpoint} adapter (checkpoints: {', '.join(have) or 'none'})"
+            )
+        raise JobStateError(
+            f"{handle.target.name}: job {handle.id} has no {', '.join(missing)} yet "
+            f"({handle.state.summary()}: see `radeonlab status` / `radeonlab logs`)"
+        )
+    return adapter + list(RESULT_FILES[len(ADAPTER) :]) + [f for f in OPTIONAL_FILES if f in present]
 
 
 def fetch_results(
-    remote: Remote, paths: JobPaths, local_dir: Path, progress: Progress | None = None
+    handle: JobHandle,
+    local_dir: Path,
+    progress: Progress | None = None,
+    *,
+    checkpoint: int | None = None,
+    everything: bool = False,
 ) -> FetchReport:
-    """Fetch the job's result files into `local_dir` (same relative layout as the job folder)."""
-    present = remote.run_script(
-        'cd "$1" && shift && for f; do [ -f "$f" ] && echo "$f"; done; exit 0',
-        [str(paths.root), *RESULT_FILES, *OPTIONAL_FILES],
-    ).stdout.split()
-    missing = [f for f in RESULT_FILES if f not in present]
-    if missing:
-        raise RadeonlabError(
-            f"{remote.target.name}: job {paths.root.name} has no {', '.join(missing)} yet "
-            "(still running, or it failed: see `radeonlab status` / `radeonlab logs`)"
-        )
-    names = [*RESULT_FILES, *(f for f in OPTIONAL_FILES if f in present)]
+    """Fetch the job's results into `local_dir` (the job folder's relative layout), verified."""
     local_dir.mkdir(parents=True, exist_ok=True)
-    return fetch_files(remote, str(paths.root), names, local_dir, progress)
+    if everything:
+        names, under = ["config.yaml", "train.log"], ["output"]
+    else:
+        names, under = wanted_files(handle, checkpoint), None
+    report = fetch(handle.remote, handle.dir.root, local_dir, names=names, under=under, progress=progress)
+    base = {**handle.job.model, "job": handle.id, "checkpoint": checkpoint}
+    (local_dir / "base_model.json").write_text(json.dumps(base, indent=1) + "\n")
+    return report
 
 
-def try_adapter(remote: Remote, paths: JobPaths, venv: str, prompt: str) -> str:
+def try_adapter(
+    handle: JobHandle, prompt: str, max_new_tokens: int | None = None, adapter: str | None = None
+) -> str:
     """The adapter's answer to `prompt`, generated on the host (greedy, a few tokens)."""
-    python = f"{venv.rstrip('/')}/bin/python"
     request = {
-        "config": str(paths.config),
-        "adapter": str(paths.output),
+        "config": handle.dir.config,
+        "adapter": adapter or handle.dir.output,
         "prompt": prompt,
-        "max_new_tokens": TRY["max_new_tokens"],
+        "max_new_tokens": max_new_tokens or TRY["max_new_tokens"],
     }
     env = {
-        "HF_HOME": str(paths.root / "cache/hf"),
-        "MPLCONFIGDIR": str(paths.root / "cache/mpl"),
-        "HF_HUB_OFFLINE": "1",  # the base model is the job's own (local or cached): never download here
+        "HF_HOME": handle.dir.path("cache", "hf"),
+        "MPLCONFIGDIR": handle.dir.path("cache", "mpl"),
+        "HF_HUB_OFFLINE": "1",  # the base model is the job's own (local or in the host's cache): no download
+        **({"HF_HUB_CACHE": handle.record.model_cache} if handle.record.model_cache else {}),
     }
+    python = f"{handle.record.venv.rstrip('/')}/bin/python"
     # a login shell, like the training run: profile.d sets the ROCm paths and the card's overrides
-    argv = ["bash", "-lc", 'exec "$0" -c "$1"', python, _TRY]
-    result = remote.run(argv, env=env, stdin_text=json.dumps(request), check=False, timeout=TRY["timeout_s"])
-    lines = [ln for ln in result.stdout.strip().splitlines() if ln.startswith("{")]
-    if result.exit_code != 0 or not lines:
-        tail = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise RadeonlabError(f"{remote.target.name}: trying the adapter failed: {tail}")
-    return str(json.loads(lines[-1])["answer"])
+    result = handle.remote.tool(
+        "tryout",
+        stdin_text=json.dumps(request),
+        check=False,
+        timeout=TRY["timeout_s"],
+        python=python,
+        env=env,
+        login=True,
+    )
+    answer = result.last_json()
+    if not result.ok or "answer" not in answer:
+        raise RadeonlabError(f"{handle.target.name}: trying the adapter failed: {result.stderr_tail()}")
+    return str(answer["answer"])

@@ -1,27 +1,30 @@
 """Watching a job: progress from trainer_log.jsonl, GPU readings, the loss rule, until the job ends.
 
-No terminal code here: `watch()` hands a `Snapshot` to a callback after every poll; the CLI draws it (a rich
-live view on a terminal, one line per new step otherwise).
+No terminal code here: `watch()` turns the host's stream (jobs/track/follow.py) into a `Snapshot` after each
+change and hands it to a callback; the CLI draws it (a live panel on a terminal, lines or JSON lines
+otherwise), the dashboard serves it.
 """
 
 from __future__ import annotations
 
-import time
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from radeonlab.jobs.host import metrics
 from radeonlab.jobs.host.readings import GpuReading
-from radeonlab.jobs.track.follow import FOLLOW, TRAINER_LOG, Link, poll, readings
+from radeonlab.jobs.track.follow import FOLLOW, TRAINER_LOG
+from radeonlab.jobs.track.handle import JobHandle
 
-from radeonlab.contract.records import Attempt, JobPaths, JobRecord, StateRecord
+from radeonlab.contract.records import Attempt, StateRecord
+
+RESULTS = "output/train_results.json"  # LLaMA-Factory's train metrics, written when training ends
 
 
 @dataclass
 class Snapshot:
-    """What is known about a job after one poll."""
+    """What is known about a job after one change."""
 
     job_id: str
     host: str
@@ -33,6 +36,7 @@ class Snapshot:
     new_points: list[metrics.LogPoint] = field(default_factory=list)
     first_step_after_submit_s: float | None = None  # wall time from job creation to the first logged step
     attempts: list[Attempt] = field(default_factory=list)  # job.json's attempts (remedies add more)
+    effective_tokens_per_s: float | None = None  # at the end: LLaMA-Factory's summary, when it wrote one
 
 
 def _seconds_since(created_at: str | None) -> float | None:
@@ -43,42 +47,59 @@ def _seconds_since(created_at: str | None) -> float | None:
     return (datetime.now(UTC) - created).total_seconds()
 
 
+def _effective_tps(results: bytes) -> float | None:
+    """LLaMA-Factory's `effective_tokens_per_sec` from output/train_results.json (written at the end, with
+    include_effective_tokens_per_second on)."""
+    try:
+        value = json.loads(results).get("effective_tokens_per_sec")
+    except (ValueError, AttributeError):
+        return None
+    return float(value) if isinstance(value, int | float) else None
+
+
 def watch(
-    link: Link,
-    paths: JobPaths,
-    job: dict[str, Any],
-    host_gpus: list[dict[str, Any]],
+    handle: JobHandle,
     on_snapshot: Callable[[Snapshot], None],
-    poll_s: float | None = None,
+    say: Callable[[str], None],
+    interval: float | None = None,
 ) -> StateRecord:
-    """Poll until the job has finished (and its whole trainer log was read); returns the final state."""
-    offsets = {TRAINER_LOG: 0}
+    """Follow the job until it has finished and its whole trainer log was read; returns the final state."""
     reader = metrics.TrainerLogReader()
-    wanted = set(job.get("gpus") or [])
+    wanted = set(handle.job.gpus)
+    gpus: list[GpuReading] = []
     first_step: float | None = None
-    interval = FOLLOW["poll_s"] if poll_s is None else poll_s
-    while True:
-        result = link.call(lambda r: poll(r, paths, offsets))
-        if TRAINER_LOG in result.restarted:
-            reader = metrics.TrainerLogReader()
-        new = reader.feed(result.chunks[TRAINER_LOG])
-        if new and first_step is None:
-            first_step = _seconds_since(job.get("created_at"))
-        gpus = [g for g in link.call(lambda r: readings(r, host_gpus)) if not wanted or g.index in wanted]
+    files = {TRAINER_LOG: 0, RESULTS: 0}
+    results = b""
+    for event in handle.events(
+        say, files, keep_going=True, gpus_every=FOLLOW["gpus_every_s"], interval=interval
+    ):
+        new: list[metrics.LogPoint] = []
+        if event.kind == "data" and event.file == TRAINER_LOG:
+            if event.restarted:
+                reader = metrics.TrainerLogReader()
+            new = reader.feed(event.data)
+            if new and first_step is None:
+                first_step = _seconds_since(handle.job.created_at)
+        elif event.kind == "data" and event.file == RESULTS:
+            results = event.data if event.restarted else results + event.data
+        elif event.kind == "gpus":
+            gpus = [g for g in event.gpus if not wanted or g.index in wanted]
+        elif event.kind not in ("state", "end"):
+            continue
         on_snapshot(
             Snapshot(
-                job_id=str(job.get("id")),
-                host=link.target.name,
-                state=result.state,
+                job_id=handle.id,
+                host=handle.target.name,
+                state=handle.state,
                 progress=metrics.progress(reader.points),
                 points=reader.points,
                 warning=metrics.loss_not_falling(reader.points),
                 gpus=gpus,
                 new_points=new,
                 first_step_after_submit_s=first_step,
-                attempts=JobRecord.from_dict(result.job).attempts if result.job else [],
+                attempts=list(handle.job.attempts),
+                effective_tokens_per_s=_effective_tps(results),
             )
         )
-        if result.state.state.is_finished() and len(result.chunks[TRAINER_LOG]) < FOLLOW["max_chunk_bytes"]:
-            return result.state
-        time.sleep(interval)
+    handle.cache()
+    return handle.state

@@ -10,6 +10,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from radeonlab.errors import RadeonlabError
 from radeonlab.roles.gpu import cards
 from radeonlab.roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
 from radeonlab.roles.gpu.sysfs import read_sysfs
@@ -72,7 +73,8 @@ def _table(gpus: list[cards.Gpu], rocm_version: str) -> Table:
     "sysfs_root",
     default=str(GPU_DEFAULTS["gpu_sysfs_root"]),
     show_default=True,
-    help="Root of the sysfs tree to read (a recorded tree, or / for this machine).",
+    help="Where to read: a filesystem root (/ reads /sys/class/...), a sysfs tree (/sys), or a recorded tree "
+    "of either shape.",
 )
 @click.option(
     "--rocm-version", default=None, help="ROCm release to judge support against [default: the ROCm role's]."
@@ -83,8 +85,7 @@ def command(sysfs_root: str, rocm_version: str | None, as_json: bool) -> None:
     version = rocm_version or default_rocm_version()
     gpus = read_sysfs(sysfs_root, version)
     if not gpus:
-        click.echo(f"No AMD GPU found under {sysfs_root} (no KFD GPU node in sys/class/kfd).", err=True)
-        raise SystemExit(1)
+        raise RadeonlabError(f"no AMD GPU found under {sysfs_root} (no KFD GPU node in [sys/]class/kfd)")
     if as_json:
         click.echo(json.dumps([gpu.to_dict() for gpu in gpus], indent=2))
         return

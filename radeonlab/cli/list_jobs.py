@@ -1,4 +1,4 @@
-"""`radeonlab list`: the jobs on every host of the inventory, read from the hosts' job folders."""
+"""`radeonlab list`: the jobs on the inventory's hosts, read in parallel from their job folders."""
 
 from __future__ import annotations
 
@@ -6,49 +6,102 @@ import contextlib
 
 import click
 
-from radeonlab.cli.options import echo_json, host_option, inventory_option, json_option, say
+from radeonlab.cli.options import (
+    echo_json,
+    inventory_option,
+    inventory_path,
+    json_option,
+    limit_option,
+    limit_value,
+)
+from radeonlab.contract.state import JobState
+
+STATES = [s.value for s in JobState]
 
 
 @click.command("list")
 @inventory_option
-@host_option
+@limit_option
+@click.option(
+    "--state",
+    "states",
+    default=None,
+    metavar="STATES",
+    help=f"only jobs in these states, comma-separated ({', '.join(STATES)})",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    help="seconds a host may take before its rows come from the local cache",
+)
 @json_option
-def command(inventory: str, host: str | None, as_json: bool) -> None:
-    """List jobs across the inventory's hosts (the hosts are the truth; the local cache is refreshed)."""
-    from radeonlab.errors import RadeonlabError
+def command(
+    inventory: str | None, limit: str | None, states: str | None, timeout: float, as_json: bool
+) -> None:
+    """List jobs across the hosts (the hosts are the truth; the local cache is refreshed from them). A host
+    that does not answer in time is shown from the cache, its rows marked "cached". A multi-node job is one
+    row, on its rank 0. Exit 1 when a host could not be read."""
+    from radeonlab.cli.views import jobs_table
+    from radeonlab.contract.records import JobRecord, StateRecord
+    from radeonlab.errors import InputError
     from radeonlab.jobs.fleet import store
-    from radeonlab.jobs.fleet.hostrecord import read_host_record
     from radeonlab.jobs.fleet.inventory import load_inventory, select_hosts
-    from radeonlab.jobs.plan.nodes import is_rank_zero
-    from radeonlab.jobs.ssh.connection import TransportError, connect
-    from radeonlab.jobs.track import hostjobs
+    from radeonlab.jobs.fleet.probe import probe_hosts
 
-    errors = []
+    wanted = [s.strip() for s in (states or "").split(",") if s.strip()]
+    unknown = [s for s in wanted if s not in STATES]
+    if unknown:
+        raise InputError(f"--state {','.join(unknown)}: not a job state ({', '.join(STATES)})")
+    targets = select_hosts(load_inventory(inventory_path(inventory)), limit_value(limit))
+    views = probe_hosts(targets, timeout, jobs="full")
     rows = []
-    for target in select_hosts(load_inventory(inventory), host):
-        try:
-            with connect(target) as remote:
-                record = read_host_record(remote, inventory)
-                found = hostjobs.read_jobs(remote, record["jobs_dir"])
-        except (TransportError, RadeonlabError) as exc:
-            errors.append(f"{target.name}: {exc}")
-            say(f"skipped {target.name}: {exc}")
-            continue
-        # a multi-node job is listed once, from its rank 0 (where status/watch/fetch go)
-        found = [j for j in found if is_rank_zero(j.host_job.job)]
-        with contextlib.closing(store.connect()) as conn:
-            store.rebuild(conn, [j.host_job for j in found], hosts=[target.name])
-            rows += store.list_jobs(conn, host=target.name)
-    rows.sort(key=lambda r: (r.created_at, r.id), reverse=True)
+    with contextlib.closing(store.connect()) as conn:
+        for view in views:
+            if not view.reachable:
+                for row in store.list_jobs(conn, host=view.name):
+                    rows.append({**row.__dict__, "attempts": len(row.attempts), "source": "cached"})
+                continue
+            found = []
+            for item in view.jobs:
+                if item["rank"] != 0:
+                    continue
+                state = StateRecord.from_dict(item["state"]).reconciled(item["alive"])
+                job = JobRecord.from_dict(item["job"])
+                found.append(
+                    store.HostJob(
+                        view.name,
+                        f"{view.record.jobs_dir if view.record else ''}/{job.id}",
+                        job.to_dict(),
+                        state.to_dict(),
+                    )
+                )
+                rows.append(
+                    {
+                        "id": job.id,
+                        "host": view.name,
+                        "name": job.name,
+                        "state": state.state.value,
+                        "created_at": job.created_at,
+                        "attempts": len(job.attempts),
+                        "reason": state.reason,
+                        "end_reason": state.end,
+                        "source": "host",
+                    }
+                )
+            store.rebuild(conn, found, hosts=[view.name])
+    rows = [r for r in rows if not wanted or r["state"] in wanted]
+    rows.sort(key=lambda r: (r["created_at"] or "", r["id"]), reverse=True)
     if as_json:
-        echo_json([r.__dict__ for r in rows])
+        echo_json(rows)
     else:
         from rich.console import Console
-        from rich.table import Table
 
-        table = Table("JOB", "HOST", "STATE", "CREATED", "REASON", box=None)
-        for r in rows:
-            table.add_row(r.id, r.host, r.state, r.created_at, r.reason or "")
-        Console(width=160).print(table) if rows else click.echo("no jobs")
-    if errors and not rows:
-        raise SystemExit(1)
+        Console(width=max(Console().width, 140)).print(jobs_table(rows))
+        for view in views:
+            if not view.reachable:
+                click.echo(
+                    f"{view.name}: unreachable ({view.error}); its rows are from the local cache", err=True
+                )
+    raise SystemExit(0 if all(v.reachable for v in views) else 1)

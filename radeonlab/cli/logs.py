@@ -1,38 +1,40 @@
-"""`radeonlab logs JOB [-f]`: the job's train.log; -f follows it until the job ends (reconnecting)."""
+"""`radeonlab logs JOB [-f] [--tail N]`: the job's train.log; -f follows it until the job ends."""
 
 from __future__ import annotations
 
-import sys
-
 import click
 
-from radeonlab.cli.options import host_option, inventory_option, job_argument, say
+from radeonlab.cli.options import JOB_HELP, host_option, inventory_option, inventory_path, job_argument, say
+
+TAIL_BYTES_PER_LINE = 400  # how far back --tail N reads (long lines: fewer of them shown than asked)
 
 
-@click.command("logs")
+@click.command("logs", epilog=JOB_HELP)
 @job_argument
 @inventory_option
 @host_option
 @click.option("-f", "--follow", is_flag=True, help="keep printing until the job ends")
-def command(job_id: str, inventory: str, host: str | None, follow: bool) -> None:
-    """Print JOB's train.log (stdout and stderr of llamafactory-cli)."""
-    from radeonlab.jobs.apply.submit import open_job
-    from radeonlab.jobs.track.follow import Link, stream_log
+@click.option("-n", "--tail", type=click.IntRange(min=1), default=None, help="only the last N lines")
+def command(job_ref: str, inventory: str | None, host: str | None, follow: bool, tail: int | None) -> None:
+    """Print JOB's train.log (stdout and stderr of llamafactory-cli, every attempt)."""
+    from radeonlab.jobs.track.follow import TRAIN_LOG
+    from radeonlab.jobs.track.handle import JobHandle
 
     out = click.get_binary_stream("stdout")
-
-    def write(data: bytes) -> None:
-        out.write(data)
-        out.flush()
-
-    with open_job(job_id, inventory, host) as session:
-        link = Link(session.target, session.remote, say)
+    start = -max(65536, tail * TAIL_BYTES_PER_LINE) if tail else 0
+    trim = bool(tail)  # the first chunk (it holds every byte --tail asked for) is cut to its last N lines
+    with JobHandle.open(job_ref, inventory_path(inventory), host) as handle:
         try:
-            state = stream_log(link, session.paths, write, follow=follow)
+            for event in handle.events(say, {TRAIN_LOG: start}, keep_going=follow):
+                if event.kind != "data":
+                    continue
+                data = event.data
+                if trim:
+                    data, trim = b"".join(data.splitlines(keepends=True)[-(tail or 0) :]), False
+                out.write(data)
+                out.flush()
         except KeyboardInterrupt:
             say("stopped following; the job keeps running on the host")
-            sys.exit(130)
-        finally:
-            link.close()
-    if follow:
-        say(f"{job_id}: {state.state.value}" + (f" ({state.reason})" if state.reason else ""))
+            raise SystemExit(130) from None
+        if follow:
+            say(f"{handle.id}: {handle.state.summary()}")

@@ -1,25 +1,37 @@
-"""`radeonlab resume JOB`: run a job whose process died again, from its newest complete checkpoint."""
+"""`radeonlab resume JOB`: run a failed or cancelled job again, from its newest complete checkpoint."""
 
 from __future__ import annotations
 
 import click
 
-from radeonlab.cli.options import echo_json, host_option, inventory_option, job_argument, json_option
+from radeonlab.cli.options import (
+    JOB_HELP,
+    echo_json,
+    host_option,
+    inventory_option,
+    inventory_path,
+    job_argument,
+    json_option,
+    say,
+)
 
 
-@click.command("resume")
+@click.command("resume", epilog=JOB_HELP)
 @job_argument
 @inventory_option
 @host_option
 @json_option
-def command(job_id: str, inventory: str, host: str | None, as_json: bool) -> None:
-    """Resume JOB (failed: process gone, killed, or cancelled) as a new attempt from its newest checkpoint."""
+def command(job_ref: str, inventory: str | None, host: str | None, as_json: bool) -> None:
+    """Resume JOB (failed: process gone, killed; or cancelled) as a new attempt from its newest complete
+    checkpoint (every rank of a multi-node job: from the newest one all ranks hold). Its secrets are sent
+    again from this laptop's environment."""
+    from radeonlab.jobs.track.handle import JobHandle
     from radeonlab.jobs.track.resume import resume
 
-    session, state = resume(job_id, inventory, host)
-    if as_json:
-        echo_json({"id": job_id, "host": session.target.name, **state.to_dict()})
-        return
-    why = f" ({state.reason})" if state.reason else ""
-    click.echo(f"resumed {job_id} on {session.target.name}: {state.state.value}{why}")
-    click.echo(f"  follow it: radeonlab watch {job_id}")
+    with JobHandle.open(job_ref, inventory_path(inventory), host) as handle:
+        state = resume(handle, say=say)
+        if as_json:
+            echo_json({"id": handle.id, "host": handle.target.name, **state.to_dict()})
+            return
+        click.echo(f"resumed {handle.id} on {handle.target.name}: {state.summary()}")
+        click.echo(f"  follow it: radeonlab watch {handle.id}")

@@ -1,63 +1,81 @@
-"""`radeonlab status JOB`: the job's state as its host records it, with its latest progress."""
+"""`radeonlab status JOB`: the job's state as its host records it, its progress, attempts and base model."""
 
 from __future__ import annotations
 
 import click
 
-from radeonlab.cli.options import echo_json, host_option, inventory_option, job_argument, json_option
+from radeonlab.cli.options import (
+    JOB_HELP,
+    echo_json,
+    host_option,
+    inventory_option,
+    inventory_path,
+    job_argument,
+    json_option,
+)
 
 
-@click.command("status")
+@click.command("status", epilog=JOB_HELP)
 @job_argument
 @inventory_option
 @host_option
 @json_option
-def command(job_id: str, inventory: str, host: str | None, as_json: bool) -> None:
-    """Show JOB's state (running/succeeded/failed/...), exit code, reason and last logged step."""
-    from radeonlab.jobs.apply.submit import open_job
+def command(job_ref: str, inventory: str | None, host: str | None, as_json: bool) -> None:
+    """Show JOB's state (queued/running/succeeded/failed/cancelled), why, its last step and loss, a loss
+    sparkline, its attempts and the exact base model. Exit 0 unless the job failed (1)."""
+    from radeonlab.cli.views import sparkline
     from radeonlab.jobs.host import metrics
-    from radeonlab.jobs.track.follow import TRAINER_LOG, poll
+    from radeonlab.jobs.track.follow import TRAINER_LOG
+    from radeonlab.jobs.track.handle import JobHandle
 
-    with open_job(job_id, inventory, host) as session:
-        offsets = {TRAINER_LOG: 0}
-        result = poll(session.remote, session.paths, offsets)
+    with JobHandle.open(job_ref, inventory_path(inventory), host) as handle:
         reader = metrics.TrainerLogReader()
-        reader.feed(result.chunks[TRAINER_LOG])
+        for event in handle.events(lambda _m: None, {TRAINER_LOG: 0}, keep_going=False):
+            if event.kind == "data":
+                reader.feed(event.data)
         prog = metrics.progress(reader.points)
-        state = session.job.state
-        attempts = list(session.job.host_job.job.get("attempts") or [])
-    if as_json:
-        echo_json(
-            {
-                "id": job_id,
-                "host": session.target.name,
-                "remote_dir": str(session.paths.root),
-                **state.to_dict(),
-                "step": prog.step if prog else None,
-                "total_steps": prog.total_steps if prog else None,
-                "loss": prog.loss if prog else None,
-                "attempts": attempts,
-                "result": session.job.host_job.job.get("result") or {},
-            }
-        )
-        return
-    click.echo(f"{job_id} on {session.target.name}: {state.state.value}")
-    if state.exit_code is not None:
-        click.echo(f"  exit code: {state.exit_code}")
-    if state.reason:
-        click.echo(f"  reason: {state.reason}")
-    if prog:
-        loss = f", loss {prog.loss:.4g}" if prog.loss is not None else ""
-        click.echo(f"  step {prog.step}/{prog.total_steps or '?'}{loss}")
-    from radeonlab.contract.records import JobRecord, attempt_line
-
-    record = JobRecord.from_dict(session.job.host_job.job)
-    for attempt in record.attempts if len(record.attempts) > 1 or record.result else []:
-        click.echo(f"  {attempt_line(attempt)}")
-    if record.result:
-        settings = record.result.get("settings") or {}
-        said = ", ".join(f"{k}={v}" for k, v in settings.items()) or "as submitted"
-        click.echo(f"  adapter from attempt {record.result.get('attempt')}: {said}")
-    if record.report:
-        click.echo("  " + record.report.replace("\n", "\n  "))
-    click.echo(f"  folder: {session.paths.root}")
+        state, job = handle.state, handle.job
+        losses = [p.loss for p in reader.points if p.loss is not None]
+        if as_json:
+            echo_json(
+                {
+                    "id": job.id,
+                    "host": handle.target.name,
+                    "remote_dir": handle.dir.root,
+                    **state.to_dict(),
+                    "step": prog.step if prog else None,
+                    "total_steps": prog.total_steps if prog else None,
+                    "loss": prog.loss if prog else None,
+                    "tokens_per_s": prog.tokens_per_s if prog else None,
+                    "attempts": [a.__dict__ for a in job.attempts],
+                    "result": job.result,
+                    "model": job.model,
+                    "overrides": job.overrides,
+                    "nodes": job.nodes,
+                }
+            )
+        else:
+            click.echo(f"{job.id} on {handle.target.name}: {state.state.value}")
+            if state.exit_code is not None:
+                click.echo(f"  exit code: {state.exit_code}")
+            if state.reason:
+                click.echo(f"  reason: {state.reason}")
+            if prog:
+                loss = f", loss {prog.loss:.4g}" if prog.loss is not None else ""
+                click.echo(f"  step {prog.step}/{prog.total_steps or '?'}{loss}  {sparkline(losses, 40)}")
+            if job.model.get("name"):
+                sha = f" @ {job.model['sha']}" if job.model.get("sha") else ""
+                click.echo(f"  base model: {job.model['name']}{sha}")
+            for key, value in job.overrides.items():
+                click.echo(f"  override: {key}={value}")
+            for attempt in job.attempts if len(job.attempts) > 1 or job.result else []:
+                click.echo(f"  {attempt.line()}")
+            if job.result:
+                settings = job.result.get("settings") or {}
+                said = ", ".join(f"{k}={v}" for k, v in settings.items()) or "as submitted"
+                click.echo(f"  adapter from attempt {job.result.get('attempt')}: {said}")
+            if job.report:
+                click.echo("  " + job.report.replace("\n", "\n  "))
+            click.echo(f"  folder: {handle.dir.root}")
+    if state.state.value == "failed":
+        raise SystemExit(1)

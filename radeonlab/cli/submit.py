@@ -1,70 +1,131 @@
-"""`radeonlab submit SPEC`: check, upload and launch a job on a workstation (optionally --watch it)."""
+"""`radeonlab submit SPEC [key=value ...]`: plan the job, then (unless --dry-run) upload and start it."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
 import click
 
-from radeonlab.cli.options import echo_json, host_option, inventory_option, json_option, say
+from radeonlab.cli.options import echo_json, host_option, inventory_option, inventory_path, json_option, say
+
+
+def print_plan(plan: Any) -> None:
+    """The plan a human reads: where, why, what changes, what moves, whether it fits, the queue."""
+    click.echo(f"plan for {plan.job_id} ({plan.spec.path}):")
+    for line in plan.placement:
+        click.echo(f"  {line}")
+    for node in plan.nodes:
+        rank = f"rank {node.rank} " if len(plan.nodes) > 1 else ""
+        cards = "; ".join(g.label() for g in node.gpus) or "no GPU (CPU)"
+        click.echo(f"  {rank}host {node.host} ({node.placed}): {cards}")
+        click.echo(f"    precision {node.rendered.precision}: {node.rendered.why_precision}")
+        for key, (old, new, why) in node.rendered.changes.items():
+            was = "(unset)" if old is None else repr(old)
+            now = "(removed)" if new is None else repr(new)
+            click.echo(f"    ~ {key}: {was} -> {now}  ({why})")
+        for key, value in plan.spec.overrides.items():
+            click.echo(f"    = {key}={value}  (from the command line)")
+        sent = node.bytes_to_send
+        total = sum({u.local.sha256: u.local.size for u in node.uploads}.values())
+        moved = "unknown" if sent is None else f"{sent:,} bytes"
+        click.echo(f"    upload: {len(node.uploads)} file(s), {total:,} bytes; to send: {moved}")
+        click.echo(f"    {node.preflight.message}")
+        click.echo(
+            f"    queue: {node.queue} job(s) on that GPU now" if node.queue else "    queue: the GPU is free"
+        )
+        click.echo(f"    job folder: {node.job.root}")
+    if plan.secret_names:
+        click.echo(f"  secrets (names only): {', '.join(plan.secret_names)}")
 
 
 @click.command("submit")
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("overrides", nargs=-1, metavar="[KEY=VALUE]...")
 @inventory_option
 @host_option
-@click.option("--watch", "follow", is_flag=True, help="follow the job until it ends (as `radeonlab watch`)")
-@click.option("--allow-shared", is_flag=True, help="run even if another job holds the GPU")
 @click.option(
     "--nodes",
     type=click.IntRange(min=1),
     default=None,
-    help="train across this many hosts (default: the spec's radeonlab.nodes, else 1); "
-    "with --host, name them all: --host ws1,ws2 (the first is rank 0)",
+    help="train across this many hosts (default: the spec's radeonlab.nodes, else 1); with --host, name "
+    "them all: --host ws1,ws2 (the first is rank 0)",
 )
+@click.option("--dry-run", is_flag=True, help="print the plan and send nothing")
 @click.option("--strict", is_flag=True, help="refuse when the VRAM estimate does not fit the card")
+@click.option("--allow-shared", is_flag=True, help="run even if another job holds the GPU")
+@click.option("--watch", "follow", is_flag=True, help="follow the job until it ends (as `radeonlab watch`)")
+@click.option("--verbose", is_flag=True, help="say how long each phase took (plan, upload, stage)")
 @json_option
 def command(
     spec: Path,
-    inventory: str,
+    overrides: tuple[str, ...],
+    inventory: str | None,
     host: str | None,
-    follow: bool,
-    allow_shared: bool,
     nodes: int | None,
+    dry_run: bool,
     strict: bool,
+    allow_shared: bool,
+    follow: bool,
+    verbose: bool,
     as_json: bool,
 ) -> None:
-    """Check SPEC, upload its data to a workstation and start the training there, detached."""
-    from radeonlab.errors import ChecksFailedError
-    from radeonlab.jobs.apply import submit as runner
-    from radeonlab.jobs.apply import sync
+    """Check SPEC, place it, upload its data and start the training, detached.
 
-    bars = runner.no_progress if as_json else sync.rich_progress
+    KEY=VALUE pairs override the spec's LLaMA-Factory keys (LLaMA-Factory's own syntax, e.g.
+    learning_rate=5e-5); they are checked like the spec and recorded in job.json. --dry-run prints the plan
+    (hosts and why, precision, every key radeonlab changes, bytes to send, the VRAM estimate, the queue) and
+    sends nothing. Exit status: 0 started (or queued), 1 it failed to start, 2 the spec or an option is wrong.
+    """
+    from radeonlab.cli.views import rich_progress
+    from radeonlab.errors import ChecksFailedError
+    from radeonlab.jobs.apply.submit import apply_plan, no_progress
+    from radeonlab.jobs.plan.plan import plan_job
+
+    inv = inventory_path(inventory)
+    t0 = time.monotonic()
     try:
-        result = runner.submit(
+        plan = plan_job(
             spec,
-            inventory,
-            host,
-            allow_shared=allow_shared,
-            say=say,
-            progress_bar=bars,
+            inv,
+            host=host,
             nodes=nodes,
+            overrides=overrides,
             strict=strict,
+            allow_shared=allow_shared,
+            ask_blobs=dry_run,
+            say=say,
         )
     except ChecksFailedError as exc:
         for problem in exc.problems:
             click.echo(str(problem), err=True)
         raise
+    with plan:
+        for node in plan.nodes:
+            for note in [node.preflight.message] if node.preflight.fits is False else []:
+                say(f"warning: {note}")
+        t_plan = time.monotonic() - t0
+        if dry_run:
+            echo_json(plan.to_dict()) if as_json else print_plan(plan)
+            return
+        say(f"{plan.job_id}: {plan.rank0.host}, {plan.rank0.rendered.why_precision}")
+        result = apply_plan(plan, progress_bar=no_progress if as_json else rich_progress, say=say)
+    result.seconds = {"plan": round(t_plan, 3), "apply": round(time.monotonic() - t0 - t_plan, 3)}
+    if verbose:
+        say(
+            f"timing: plan {t_plan:.2f}s (checks, placement, host record, hashing), "
+            f"apply {result.seconds['apply']:.2f}s "
+            "(upload, stage, launcher start)"
+        )
     if as_json:
         echo_json(result.to_dict())
     else:
-        state = result.state
-        why = f" ({state.reason})" if state.reason else ""
-        click.echo(f"submitted {result.job_id} to {result.host}: {state.state.value}{why}")
+        click.echo(f"submitted {result.job_id} to {result.host}: {result.state.summary()}")
         click.echo(f"  follow it: radeonlab watch {result.job_id}   results: radeonlab fetch {result.job_id}")
     if result.state.state.is_finished() and result.state.state.value != "succeeded":
         raise SystemExit(1)
     if follow:
         from radeonlab.cli.watch import watch_job
 
-        raise SystemExit(watch_job(result.job_id, inventory, result.host))
+        raise SystemExit(watch_job(result.job_id, inv, result.host, as_json=as_json))

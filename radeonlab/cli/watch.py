@@ -1,148 +1,138 @@
-"""`radeonlab watch JOB`: follow a job live until it ends (step, loss, lr, tokens/s, ETA, VRAM, temperature).
+"""`radeonlab watch JOB`: follow a job live until it ends.
 
-On a terminal: a rich live view. Otherwise (pipes, CI): one line per logged step. A dropped SSH connection
-is re-opened; the job itself never depends on it. Exits with the job's final state: 0 when it succeeded.
+On a terminal: one panel updated in place (progress bar with ETA, last loss, a loss sparkline, lr, tokens/s,
+GPU readings, remedy attempts, queue position while queued). Otherwise one line per logged step, or JSON
+lines with --json. A dropped SSH connection is re-opened; the job itself never depends on it. The host side is
+one long-lived stream (jobs/host/stream.py). Exit status: 0 when the job succeeded, 1 otherwise.
 """
 
 from __future__ import annotations
 
-import sys
+import dataclasses
+import json
 
 import click
 
-from radeonlab.cli.options import host_option, inventory_option, job_argument, say
+from radeonlab.cli.options import (
+    JOB_HELP,
+    host_option,
+    inventory_option,
+    inventory_path,
+    job_argument,
+    json_option,
+    say,
+)
 
 
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    s = int(seconds)
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
-
-
-def _gib(n: int | None) -> str:
-    return f"{n / 1024**3:.1f}" if n is not None else "?"
-
-
-def step_line(snap, point) -> str:  # (Snapshot, LogPoint) -> str
-    """One logged step as a line: step/total, loss, lr, tokens/s, ETA, VRAM, temperature."""
+def snapshot_json(snap, point=None) -> str:  # (Snapshot, LogPoint | None) -> str
     from radeonlab.jobs.host.metrics import tokens_per_second
 
-    parts = [f"step {point.step}/{point.total_steps or '?'}"]
-    if point.loss is not None:
-        parts.append(f"loss {point.loss:.4f}")
-    if point.lr is not None:
-        parts.append(f"lr {point.lr:.2e}")
-    tps = tokens_per_second(point)
-    if tps:
-        parts.append(f"{tps:.0f} tok/s")
-    parts.append(f"ETA {_duration(point.remaining_s)}")
-    parts += [gpu_text(g) for g in snap.gpus]
-    return "  ".join(parts)
-
-
-def gpu_text(g) -> str:  # GpuReading -> str
-    temp = f" {g.temp_c:.0f}°C" if g.temp_c is not None else ""
-    return f"GPU{g.index} VRAM {_gib(g.vram_used)}/{_gib(g.vram_total)} GiB{temp}"
-
-
-def view(snap):  # Snapshot -> rich renderable
-    from rich.table import Table
-
-    table = Table(
-        title=f"{snap.job_id} on {snap.host}: {snap.state.state.value}", box=None, show_header=False
-    )
-    p = snap.progress
-    if p:
-        table.add_row(
-            "step", f"{p.step}/{p.total_steps or '?'}" + (f" ({p.percentage:.0f}%)" if p.percentage else "")
+    out = {
+        "id": snap.job_id,
+        "host": snap.host,
+        "state": snap.state.state.value,
+        "reason": snap.state.reason,
+        "gpus": [dataclasses.asdict(g) for g in snap.gpus],
+    }
+    if point is not None:
+        out.update(
+            step=point.step,
+            total_steps=point.total_steps,
+            loss=point.loss,
+            lr=point.lr,
+            tokens_per_s=tokens_per_second(point),
+            eta_s=point.remaining_s,
         )
-        table.add_row("loss", f"{p.loss:.4f}" if p.loss is not None else "-")
-        table.add_row("lr", f"{p.lr:.2e}" if p.lr is not None else "-")
-        table.add_row("tokens/s", f"{p.tokens_per_s:.0f}" if p.tokens_per_s else "-")
-        table.add_row("ETA", _duration(p.eta_s))
-    else:
-        table.add_row("step", "waiting for the first logged step")
-    from radeonlab.contract.records import attempt_line
-
-    for attempt in snap.attempts[1:] if len(snap.attempts) > 1 else []:
-        table.add_row(f"attempt {attempt.n}", attempt_line(attempt).split(": ", 1)[1])
-    for g in snap.gpus:
-        table.add_row(f"GPU {g.index}", gpu_text(g))
-    if snap.warning:
-        table.add_row("[yellow]warning", f"[yellow]{snap.warning.message}")
-        for cause in snap.warning.causes:
-            table.add_row("", f"[yellow]- {cause}")
-    return table
+    return json.dumps(out)
 
 
-def refresh(session, remote):  # (JobSession, Remote) -> HostJobState
-    """Re-read the job over `remote` (the connection may have been re-opened since the session began)."""
-    session.remote = remote
-    return session.refresh()
-
-
-def watch_job(job_id: str, inventory: str, host: str | None) -> int:
+def watch_job(job_ref: str, inventory: str, host: str | None, as_json: bool = False) -> int:
     """Watch until the job ends; returns the exit code (0: succeeded)."""
     from rich.console import Console
     from rich.live import Live
 
-    from radeonlab.jobs.apply.submit import open_job
-    from radeonlab.jobs.track.follow import Link
+    from radeonlab.cli.views import step_line, watch_panel
+    from radeonlab.jobs.track.handle import JobHandle
     from radeonlab.jobs.track.watch import watch
 
-    console = Console(stderr=False)
-    warned = False
-    announced_first = False
-    shown: dict[int, str] = {}  # attempt n -> the line last printed for it
+    console = Console()
+    shown: dict[int, str] = {}
+    said = {"first": False, "warned": False, "state": ""}
+    last = None
 
-    with open_job(job_id, inventory, host) as session:
-        link = Link(session.target, session.remote, say)
-        host_gpus = list(session.record.get("gpus") or [])
-        job = dict(session.job.host_job.job)
-
-        def lines(snap) -> None:
-            nonlocal warned, announced_first
-            from radeonlab.contract.records import attempt_line
-
-            for attempt in snap.attempts:  # a remedy's new attempt, or how the last one ended
-                line = attempt_line(attempt)
-                if (attempt.n > 1 or attempt.state not in ("", "running")) and shown.get(attempt.n) != line:
-                    shown[attempt.n] = line
-                    click.echo(line)
-            if snap.first_step_after_submit_s is not None and not announced_first:
-                announced_first = True
-                click.echo(f"first logged step {snap.first_step_after_submit_s:.0f}s after submit")
+    def lines(snap) -> None:
+        nonlocal last
+        last = snap
+        if as_json:
             for point in snap.new_points:
-                if point.loss is not None:
-                    click.echo(step_line(snap, point))
-            if snap.warning and not warned:
-                warned = True
-                click.echo(f"warning: {snap.warning.message}; likely causes:")
-                for cause in snap.warning.causes:
-                    click.echo(f"  - {cause}")
+                click.echo(snapshot_json(snap, point))
+            if snap.state.summary() != said["state"]:
+                said["state"] = snap.state.summary()
+                click.echo(snapshot_json(snap))
+            return
+        for attempt in snap.attempts:  # a remedy's new attempt, or how the last one ended
+            line = attempt.line()
+            if (attempt.n > 1 or attempt.state not in ("", "running")) and shown.get(attempt.n) != line:
+                shown[attempt.n] = line
+                click.echo(line)
+        if snap.first_step_after_submit_s is not None and not said["first"]:
+            said["first"] = True
+            click.echo(f"first logged step {snap.first_step_after_submit_s:.0f}s after submit")
+        for point in snap.new_points:
+            if point.loss is not None:
+                click.echo(step_line(point, snap.gpus))
+        if snap.warning and not said["warned"]:
+            said["warned"] = True
+            click.echo(f"warning: {snap.warning.message}; likely causes:")
+            for cause in snap.warning.causes:
+                click.echo(f"  - {cause}")
 
+    with JobHandle.open(job_ref, inventory, host) as handle:
         try:
-            if console.is_terminal:
+            if console.is_terminal and not as_json:
                 with Live(console=console, refresh_per_second=4) as live:
-                    state = watch(link, session.paths, job, host_gpus, lambda s: live.update(view(s)))
+
+                    def draw(snap) -> None:
+                        nonlocal last
+                        last = snap
+                        live.update(watch_panel(snap))
+
+                    state = watch(handle, draw, say)
             else:
-                state = watch(link, session.paths, job, host_gpus, lines)
-            link.call(lambda r: refresh(session, r))  # caches the final state in the local store
+                state = watch(handle, lines, say)
         except KeyboardInterrupt:
             say("stopped watching; the job keeps running on the host")
             return 130
-        finally:
-            link.close()
-    reason = f" ({state.reason})" if state.reason else ""
-    click.echo(f"{job_id}: {state.state.value}{reason}")
+    prog = last.progress if last else None
+    eff = last.effective_tokens_per_s if last else None
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "id": handle.id,
+                    "end": True,
+                    **state.to_dict(),
+                    "effective_tokens_per_s": eff,
+                    "tokens_per_s": prog.tokens_per_s if prog else None,
+                }
+            )
+        )
+    else:
+        summary = [state.summary()]
+        if prog and prog.loss is not None:
+            summary.append(f"last loss {prog.loss:.4f}")
+        if eff:
+            summary.append(f"effective {eff:.0f} tokens/s")
+        click.echo(f"{handle.id}: {', '.join(summary)}")
     return 0 if state.state.value == "succeeded" else 1
 
 
-@click.command("watch")
+@click.command("watch", epilog=JOB_HELP)
 @job_argument
 @inventory_option
 @host_option
-def command(job_id: str, inventory: str, host: str | None) -> None:
-    """Follow JOB live until it ends; exit 0 if it succeeded."""
-    sys.exit(watch_job(job_id, inventory, host))
+@json_option
+def command(job_ref: str, inventory: str | None, host: str | None, as_json: bool) -> None:
+    """Follow JOB live until it ends (a panel on a terminal, lines or --json lines otherwise); exit 0 if it
+    succeeded."""
+    raise SystemExit(watch_job(job_ref, inventory_path(inventory), host, as_json))

@@ -1,76 +1,151 @@
-"""The host-side job record: the job folder's layout, job.json and state.json (see CONTRACTS.md).
+"""The typed records both sides share: the host record, job.json and state.json.
 
-Plain dataclasses with to_dict/from_dict so the transport can move them as JSON text. from_dict ignores
-unknown keys: a newer laptop and an older host (or the reverse) still understand each other.
+Plain dataclasses with to_dict/from_dict so they travel as JSON. from_dict ignores unknown keys (a newer
+laptop and an older host, or the reverse, still understand each other) and JobRecord keeps them in `extra`,
+so a host-side writer never drops what the laptop wrote. The deploy (roles/verify) writes the host record
+through HostRecord; the job runner reads it back through the same type.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import PurePosixPath
 from typing import Any
 
-from radeonlab.contract.state import JobState
+from radeonlab.contract.jobdir import JobDir, blobs_dir
+from radeonlab.contract.state import EndReason, JobState
 
-# File names inside <jobs_dir>/<job_id>/; the launcher script (stdlib only) repeats the ones it uses.
-JOB_FILES: dict[str, str] = {
-    "job": "job.json",
-    "state": "state.json",
-    "config": "config.yaml",
-    "train_log": "train.log",
-    "env_secret": "env.secret",
-    "cancel_marker": "cancel.requested",
-    "launcher": "launcher.py",
-    "config_json": "config.json",  # the first attempt's config as JSON: the host has no YAML parser
-    "host_code": "host",  # the supervisor and the pure modules it imports (jobs/apply/bundle.py)
-    "data": "data",
-    "model": "model",
-    "output": "output",
-    "cache": "cache",
-}
-ADAPTER_FILES: tuple[str, ...] = ("adapter_model.safetensors", "adapter_model.bin")
+HOST_RECORD_PATH = "/etc/radeonlab/host.json"
+# Defaults the roles write and host-side advice names (roles/gpu_env, roles/access use these values).
+GPU_ENV_FILE = "/etc/profile.d/radeonlab-gpu.sh"
+GPU_GROUPS = ("video", "render")  # the groups that own /dev/kfd and /dev/dri/* on Ubuntu/Debian (udev)
+HOST_RECORD_SCHEMA = 2  # 2: typed GPUs with usable memory, the venv's packages, the model cache
+GIB, GB = 2**30, 10**9
 
 
-@dataclass(frozen=True)
-class JobPaths:
-    """Absolute POSIX paths of one job's folder on its host."""
-
-    root: PurePosixPath
-
-    @classmethod
-    def for_job(cls, jobs_dir: str, job_id: str) -> JobPaths:
-        """The paths of `job_id` under the host record's jobs_dir."""
-        return cls(PurePosixPath(jobs_dir) / job_id)
-
-    def __getattr__(self, key: str) -> PurePosixPath:
-        # job.json, state.json, data/, output/, ... as attributes: paths.state, paths.output
-        if key in JOB_FILES:
-            return self.root / JOB_FILES[key]
-        raise AttributeError(key)
-
-    @property
-    def locks_dir(self) -> PurePosixPath:
-        """<jobs_dir>/../locks: one flock file per GPU index, shared by every job on the host."""
-        return self.root.parent.parent / "locks"
-
-
-def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
     names = {f.name for f in fields(cls)}
     return {k: v for k, v in data.items() if k in names}
 
 
+# --------------------------------------------------------------------------------------------- the host
+
+
+@dataclass
+class GpuRecord:
+    """One GPU as the deploy found it (KFD + drm sysfs), judged for the ROCm and torch it installed."""
+
+    index: int  # the ROCr device index (what HIP_VISIBLE_DEVICES counts)
+    gfx: str | None = None
+    name: str | None = None
+    node: int | None = None  # KFD topology node (readings map onto the record by it)
+    device_id: int | None = None  # PCI id: is the card still the one recorded?
+    revision: int | None = None
+    family: str | None = None  # RDNA2, RDNA3, ...
+    vram_total: int | None = None
+    vram_used: int | None = None
+    usable_memory: int | None = None  # what training may use: VRAM, or carve-out + GTT on a large APU
+    bf16: bool = False
+    override: str | None = None  # HSA_OVERRIDE_GFX_VERSION the profile.d file exports for it
+    igpu: bool = False  # a small integrated GPU: never chosen for training
+
+    @property
+    def memory(self) -> int:
+        """The memory budget of a job on this GPU."""
+        return int(self.usable_memory or self.vram_total or 0)
+
+    def label(self) -> str:
+        """'GPU 0 Radeon RX 6700 XT (gfx1031, RDNA2)' for messages and headers."""
+        family = f", {self.family}" if self.family else ""
+        return f"GPU {self.index} {self.name or 'unnamed card'} ({self.gfx or '?'}{family})"
+
+
+@dataclass
+class HostRecord:
+    """/etc/radeonlab/host.json: what provisioning made of a workstation, for the job runner."""
+
+    host: str
+    user: str
+    venv: str
+    jobs_dir: str
+    schema: int = HOST_RECORD_SCHEMA
+    written_at: str = ""
+    radeonlab_version: str = ""
+    home: str = ""
+    cpu_only: bool = False
+    rocm: dict[str, Any] = field(default_factory=dict)  # {stream, version, installed}
+    torch: dict[str, Any] = field(default_factory=dict)  # {version, hip, cuda_available, cpu_build, ...}
+    llamafactory_version: str | None = None
+    gpus: list[GpuRecord] = field(default_factory=list)
+    packages: dict[str, str] = field(default_factory=dict)  # the venv's distributions: name -> version
+    model_cache: str = ""  # the Hub cache every job of the host shares (HF_HUB_CACHE)
+    gpu_env_file: str = GPU_ENV_FILE  # named in GPU-fault advice
+    access_groups: list[str] = field(default_factory=lambda: list(GPU_GROUPS))
+    problem: str | None = None  # the deploy's verification failed: why (the host is then not usable)
+
+    REQUIRED = ("host", "user", "venv", "jobs_dir")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> HostRecord:
+        known = _known(cls, data)
+        known["gpus"] = [
+            g if isinstance(g, GpuRecord) else GpuRecord(**_known(GpuRecord, g))
+            for g in known.get("gpus") or []
+        ]
+        return cls(**known)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def unusable(self) -> str | None:
+        """Why this record cannot be used (an old schema, a missing field), or None."""
+        if self.schema != HOST_RECORD_SCHEMA:
+            return f"host record schema {self.schema!r}, this radeonlab reads schema {HOST_RECORD_SCHEMA}"
+        missing = [k for k in self.REQUIRED if not getattr(self, k)]
+        if missing:
+            return f"host record lacks {', '.join(missing)}"
+        return f"verification failed: {self.problem}" if self.problem else None
+
+    def training_gpus(self, wanted: Sequence[int] | None = None) -> list[GpuRecord]:
+        """The GPUs a job uses: `wanted` indexes, else the first one that is not a small iGPU."""
+        if wanted is None:
+            discrete = [g for g in self.gpus if not g.igpu]
+            return (discrete or self.gpus)[:1]
+        by_index = {g.index: g for g in self.gpus}
+        missing = [i for i in wanted if i not in by_index]
+        if missing:
+            raise ValueError(f"host {self.host} has no GPU index {missing[0]} (it has {sorted(by_index)})")
+        return [by_index[i] for i in wanted]
+
+    @property
+    def cpu_torch(self) -> bool:
+        """torch here has neither HIP nor CUDA: it trains on the CPU."""
+        return bool(self.torch.get("cpu_build"))
+
+    @property
+    def blobs_dir(self) -> str:
+        return blobs_dir(self.jobs_dir)
+
+    def job_dir(self, job_id: str) -> JobDir:
+        return JobDir.of(self.jobs_dir, job_id)
+
+
+# ------------------------------------------------------------------------------------------------ a job
+
+
 @dataclass
 class Attempt:
-    """One run of a job: the first, or a retry (e.g. a remedy resuming from a checkpoint).
+    """One run of a job: the first, or a retry (a remedy, a resume).
 
-    overrides: the keys this attempt set (new values; the config run = the first attempt's config with every
-    attempt's overrides applied in order); changes: the same keys as key -> [old, new]; cause: why it was
-    made ("NaN at step 3"); the rest is filled in by the host-side supervisor when the attempt ends.
-    """
+    overrides: the keys this attempt set (the config run = the first attempt's config with every attempt's
+    overrides applied in order); env: environment this attempt adds (a remedy's TORCH_BLAS_PREFER_HIPBLASLT);
+    changes: the same keys as key -> [old, new]; cause: why it was made ("NaN at step 3"); the rest is filled
+    in by the host-side supervisor when the attempt ends."""
 
     n: int
     created_at: str
     overrides: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
     resume_from_checkpoint: str | None = None
     note: str = ""
     changes: dict[str, list[Any]] = field(default_factory=dict)
@@ -82,27 +157,26 @@ class Attempt:
     first_step: int | None = None  # the first and last step this attempt logged
     last_step: int | None = None
 
-
-def attempt_line(attempt: Attempt) -> str:
-    """One line for status: "attempt 2: flash_attn auto -> disabled (NaN at step 3), fresh start"."""
-    changed = ", ".join(f"{k} {old} -> {new}" for k, (old, new) in attempt.changes.items())
-    if not changed:
-        changed = "first run" if attempt.n == 1 and not attempt.cause else "nothing changed"
-    text = f"attempt {attempt.n}: {changed}" + (f" ({attempt.cause})" if attempt.cause else "")
-    if attempt.resume_from_checkpoint:
-        text += f", from {attempt.resume_from_checkpoint.rstrip('/').rsplit('/', 1)[-1]}"
-    elif attempt.n > 1:
-        text += ", fresh start"
-    if attempt.state and attempt.state != "running":
-        text += f": {attempt.state}"
-        if attempt.reason and attempt.state != "succeeded":
-            text += f" - {attempt.reason}"
-    return text
+    def line(self) -> str:
+        """One line: "attempt 2: flash_attn auto -> disabled (NaN at step 3), fresh start: succeeded"."""
+        changed = ", ".join(f"{k} {old} -> {new}" for k, (old, new) in self.changes.items())
+        if not changed:
+            changed = "first run" if self.n == 1 and not self.cause else "nothing changed"
+        text = f"attempt {self.n}: {changed}" + (f" ({self.cause})" if self.cause else "")
+        if self.resume_from_checkpoint:
+            text += f", from {self.resume_from_checkpoint.rstrip('/').rsplit('/', 1)[-1]}"
+        elif self.n > 1:
+            text += ", fresh start"
+        if self.state and self.state != "running":
+            text += f": {self.state}"
+            if self.reason and self.state != "succeeded":
+                text += f" - {self.reason}"
+        return text
 
 
 @dataclass
 class JobRecord:
-    """job.json: what the laptop submitted."""
+    """job.json: what the laptop submitted, and what the host-side supervisor adds as the job runs."""
 
     id: str
     name: str
@@ -110,52 +184,93 @@ class JobRecord:
     created_at: str
     host: str
     gpus: list[int] = field(default_factory=list)
-    env: dict[str, str] = field(default_factory=dict)  # non-secret env from the spec
+    env: dict[str, str] = field(default_factory=dict)  # non-secret environment from the spec
     secret_names: list[str] = field(default_factory=list)  # sent in env.secret: names only, never values
     attempts: list[Attempt] = field(default_factory=list)
-    remedies: dict[str, dict[str, Any]] = field(
-        default_factory=dict
-    )  # {nan: {enabled, steps}}, from the spec
+    remedies: dict[str, dict[str, Any]] = field(default_factory=dict)  # {nan: {enabled, steps}}
     limits: dict[str, float] = field(default_factory=dict)  # spec limits, e.g. {"address_space_gb": 4}
-    vram_total: int | None = None  # the job's card, from the host record (named in OOM reports)
+    memory_total: int | None = None  # the job's GPU memory (named in OOM reports)
+    lf_defaults: dict[str, Any] = field(default_factory=dict)  # LLaMA-Factory defaults the remedies read
+    overrides: dict[str, Any] = field(default_factory=dict)  # `submit SPEC key=value` (a sweep's values)
+    model: dict[str, Any] = field(default_factory=dict)  # {name, revision, sha}: the exact base model
+    nodes: dict[str, Any] = field(default_factory=dict)  # multi-node: rank, world_size, master, peers
+    code: dict[str, Any] = field(default_factory=dict)  # {digest, files: {path: sha256}} of host/
     result: dict[str, Any] = field(default_factory=dict)  # which attempt and settings made the adapter
     report: str = ""  # the supervisor's give-up report when no remedy was left
+    extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as they are
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict."""
-        return asdict(self)
+        data = asdict(self)
+        return {**data.pop("extra"), **data}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> JobRecord:
-        """Parse job.json; a single "gpu" index (older form) becomes gpus=[index]."""
-        data = dict(data)
-        if "gpus" not in data and isinstance(data.get("gpu"), int):
-            data["gpus"] = [data["gpu"]]
-        rec = cls(**_known(cls, data))
+    def from_dict(cls, data: Mapping[str, Any]) -> JobRecord:
+        known = _known(cls, data)
+        known["extra"] = {k: v for k, v in data.items() if k not in known and k != "extra"}
+        rec = cls(**known)
         rec.attempts = [a if isinstance(a, Attempt) else Attempt(**_known(Attempt, a)) for a in rec.attempts]
         return rec
+
+    @property
+    def rank(self) -> int:
+        """This copy's node rank (0 for a single-node job)."""
+        return int(self.nodes.get("rank") or 0)
+
+    def peers(self) -> list[tuple[int, str]]:
+        """(rank, host) of a multi-node job's other ranks; [] for a single-node job."""
+        return [
+            (int(p["rank"]), str(p["host"]))
+            for p in self.nodes.get("peers") or []
+            if int(p["rank"]) != self.rank
+        ]
 
 
 @dataclass
 class StateRecord:
-    """state.json: written atomically by the launcher (and by `cancel` when the launcher is gone)."""
+    """state.json: written atomically by the launcher (and by `cancel` when no launcher is left)."""
 
     state: JobState
     pid: int | None = None  # the launcher
+    pid_start: int | None = None  # its start time (clock ticks since boot): pid reuse cannot fake it
     child_pid: int | None = None  # llamafactory-cli
+    child_start: int | None = None
     pgid: int | None = None  # the child's process group: what cancel kills
     exit_code: int | None = None
     started_at: str | None = None
     ended_at: str | None = None
-    reason: str | None = None
+    end: str | None = None  # an EndReason value once the job has ended
+    reason: str | None = None  # the detail: the error line, the signal, the file
+    attempt: int | None = None
+    queued_since: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (state as its string value)."""
         return {**asdict(self), "state": self.state.value}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> StateRecord:
-        """Parse state.json."""
+    def from_dict(cls, data: Mapping[str, Any]) -> StateRecord:
         known = _known(cls, data)
-        known["state"] = JobState(known.get("state", "queued"))
+        known["state"] = JobState(known.get("state") or "queued")
         return cls(**known)
+
+    @property
+    def end_reason(self) -> EndReason | None:
+        try:
+            return EndReason(self.end) if self.end else None
+        except ValueError:
+            return None
+
+    def summary(self) -> str:
+        """`failed (training failed: exit 1: ValueError ...)` for one line of output."""
+        why = self.reason or (self.end_reason.message if self.end_reason else "")
+        return self.state.value + (f" ({why})" if why else "")
+
+    def reconciled(self, alive: bool | None, ended_at: str | None = None) -> StateRecord:
+        """What the job really is: one that says running (or waits in line with a launcher) but has no live
+        process died without recording it (host rebooted, launcher killed by SIGKILL)."""
+        waiting = self.state is JobState.QUEUED and self.pid is not None
+        if alive is False and (self.state is JobState.RUNNING or waiting):
+            gone = EndReason.PROCESS_GONE
+            fields_ = {**asdict(self), "state": gone.state, "end": gone.value, "reason": gone.message}
+            fields_["ended_at"] = self.ended_at or ended_at
+            return StateRecord(**fields_)
+        return self

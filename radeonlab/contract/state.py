@@ -1,7 +1,8 @@
-"""The life of a job as states, and which moves between them are allowed.
+"""The life of a job as states, and why a job ended as reasons that map to a state and a message.
 
-The host's state.json is the truth; these are the values it may hold. The launcher on the host is a
-stdlib-only script and writes the same strings (it cannot import this module).
+The host's state.json is the truth; these are the values it may hold. Both sides import this module: the
+launcher and supervisor write these values on the host, the laptop reads them (dstack's
+JobTerminationReason is the model for EndReason: one enum, each member knows its state and its words).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from enum import Enum
 
 
-class JobState(str, Enum):  # noqa: UP042 - CONTRACTS.md names this form; values compare equal to str
+class JobState(str, Enum):  # noqa: UP042 - the value compares equal to the string state.json holds
     """Where a job is in its life."""
 
     QUEUED = "queued"
@@ -25,27 +26,44 @@ class JobState(str, Enum):  # noqa: UP042 - CONTRACTS.md names this form; values
 
 _FINISHED = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 
-# A finished job never moves again: a new attempt is a new run recorded in job.json, not a state change.
-TRANSITIONS: dict[JobState, frozenset[JobState]] = {
-    JobState.QUEUED: frozenset({JobState.RUNNING, JobState.FAILED, JobState.CANCELLED}),
-    JobState.RUNNING: frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}),
-    JobState.SUCCEEDED: frozenset(),
-    JobState.FAILED: frozenset(),
-    JobState.CANCELLED: frozenset(),
+
+class EndReason(str, Enum):  # noqa: UP042 - written into state.json as its value
+    """Why a job ended. `state` is the end state it means; `message` the words for it (state.json's
+    `reason` adds the detail: the error line, the signal, the file)."""
+
+    SUCCEEDED = "succeeded"
+    NO_ADAPTER = "no_adapter"
+    TRAINING_FAILED = "training_failed"
+    GAVE_UP = "gave_up"
+    NEEDS_A_PERSON = "needs_a_person"
+    CANNOT_START = "cannot_start"
+    GPU_BUSY = "gpu_busy"
+    SECRETS_REFUSED = "secrets_refused"
+    CODE_CHANGED = "code_changed"
+    LAUNCHER_STOPPED = "launcher_stopped"
+    PROCESS_GONE = "process_gone"
+    CANCELLED = "cancelled"
+
+    @property
+    def state(self) -> JobState:
+        return _END_STATES[self][0]
+
+    @property
+    def message(self) -> str:
+        return _END_STATES[self][1]
+
+
+_END_STATES: dict[EndReason, tuple[JobState, str]] = {
+    EndReason.SUCCEEDED: (JobState.SUCCEEDED, "training finished and the adapter was written"),
+    EndReason.NO_ADAPTER: (JobState.FAILED, "training exited 0 but wrote no adapter"),
+    EndReason.TRAINING_FAILED: (JobState.FAILED, "training failed"),
+    EndReason.GAVE_UP: (JobState.FAILED, "no remedy left"),
+    EndReason.NEEDS_A_PERSON: (JobState.FAILED, "a failure no automatic remedy fixes"),
+    EndReason.CANNOT_START: (JobState.FAILED, "the training could not be started"),
+    EndReason.GPU_BUSY: (JobState.FAILED, "the GPU is in use and the job was not allowed to wait"),
+    EndReason.SECRETS_REFUSED: (JobState.FAILED, "the job's secrets were refused"),
+    EndReason.CODE_CHANGED: (JobState.FAILED, "radeonlab's code in the job folder was changed"),
+    EndReason.LAUNCHER_STOPPED: (JobState.FAILED, "the launcher was stopped by a signal"),
+    EndReason.PROCESS_GONE: (JobState.FAILED, "process gone (host rebooted or killed)"),
+    EndReason.CANCELLED: (JobState.CANCELLED, "cancelled by user"),
 }
-
-
-class InvalidTransition(ValueError):
-    """A state change the job's life does not allow."""
-
-
-def can_move(old: JobState, new: JobState) -> bool:
-    """True when a job in `old` may move to `new`."""
-    return new in TRANSITIONS[old]
-
-
-def check_move(old: JobState, new: JobState) -> JobState:
-    """Return `new` if the move is allowed; raise InvalidTransition naming both states otherwise."""
-    if not can_move(old, new):
-        raise InvalidTransition(f"a {old.value} job cannot become {new.value}")
-    return new

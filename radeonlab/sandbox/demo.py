@@ -146,8 +146,10 @@ def run(keep: bool = False) -> int:
         )
     finally:
         if keep:
-            print(f"demo: kept the sandbox in {state} (RADEONLAB_SANDBOX_DIR={state}; "
-                  f"`radeonlab sandbox --state-dir {state} down` removes it)")  # fmt: skip
+            print(
+                f"demo: kept the sandbox in {state} (RADEONLAB_SANDBOX_DIR={state}; "
+                f"`radeonlab sandbox --state-dir {state} down` removes it)"
+            )
         else:
             sbx.destroy_all()
     return 0

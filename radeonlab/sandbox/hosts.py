@@ -232,10 +232,25 @@ class SandboxHost:
         if not _port_free(self.address, self.port):
             raise SandboxError(f"{self.name}: {self.address}:{self.port} is already in use")
         cmd = [
-            "setsid", "unshare", "--mount", "--uts", "--ipc", "--pid", "--fork", "--kill-child",
-            "--propagation", "private", "--", "/bin/sh", "-ec", START_SCRIPT, "sh",
-            str(self.root), self.name, str(self.sysclass),
-        ]  # fmt: skip
+            "setsid",
+            "unshare",
+            "--mount",
+            "--uts",
+            "--ipc",
+            "--pid",
+            "--fork",
+            "--kill-child",
+            "--propagation",
+            "private",
+            "--",
+            "/bin/sh",
+            "-ec",
+            START_SCRIPT,
+            "sh",
+            str(self.root),
+            self.name,
+            str(self.sysclass),
+        ]
         with open(self.dir / "console.log", "ab") as console:  # the child keeps its own copy of the fd
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=console, stderr=console)
         _CHILDREN[proc.pid] = proc
@@ -316,9 +331,23 @@ class SandboxHost:
         script = cmd if isinstance(cmd, str) else " ".join(_quote(a) for a in cmd)
         inner = ["/bin/sh", "-c", script] if user is None else ["runuser", "-l", user, "-c", script]
         argv = [
-            "nsenter", "-t", str(init), "-m", "-u", "-i", "-p", "-r", "-w", "--",
-            "/usr/bin/env", "-i", f"PATH={config.HOST_PATH}", "HOME=/root", "LANG=C.UTF-8", *inner,
-        ]  # fmt: skip
+            "nsenter",
+            "-t",
+            str(init),
+            "-m",
+            "-u",
+            "-i",
+            "-p",
+            "-r",
+            "-w",
+            "--",
+            "/usr/bin/env",
+            "-i",
+            f"PATH={config.HOST_PATH}",
+            "HOME=/root",
+            "LANG=C.UTF-8",
+            *inner,
+        ]
         done = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout)
         if check and done.returncode != 0:
             raise SandboxError(f"{self.name}: {script!r} exited {done.returncode}: {done.stderr.strip()}")
@@ -355,13 +384,18 @@ class SandboxHost:
         from fabric import Config, Connection
 
         conn = Connection(
-            self.address, user=self.user, port=self.port,
+            self.address,
+            user=self.user,
+            port=self.port,
             connect_kwargs={
-                "key_filename": str(self.sandbox.key), "allow_agent": False, "look_for_keys": False,
+                "key_filename": str(self.sandbox.key),
+                "allow_agent": False,
+                "look_for_keys": False,
             },
             # no ~/.ssh/config; no stdin forwarding (non-interactive, and pytest captures stdin)
-            config=Config(overrides={"load_ssh_configs": False, "run": {"in_stream": False}}), **kwargs,
-        )  # fmt: skip
+            config=Config(overrides={"load_ssh_configs": False, "run": {"in_stream": False}}),
+            **kwargs,
+        )
         conn.client.load_host_keys(str(self.sandbox.known_hosts))
         conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
         return conn
@@ -518,10 +552,20 @@ class Sandbox:
         for old in (r / "etc/ssh").glob("ssh_host_*"):
             old.unlink()
         subprocess.run(
-            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{host.name}",
-             "-f", str(r / "etc/ssh/ssh_host_ed25519_key")],
+            [
+                "ssh-keygen",
+                "-q",
+                "-t",
+                "ed25519",
+                "-N",
+                "",
+                "-C",
+                f"root@{host.name}",
+                "-f",
+                str(r / "etc/ssh/ssh_host_ed25519_key"),
+            ],
             check=True,
-        )  # fmt: skip
+        )
         pub = self.key.with_suffix(".pub").read_text()
         uid, gid = _passwd_ids(r, host.user)
         for home, owner in ((r / "home" / host.user, (uid, gid)), (r / "root", (0, 0))):
@@ -591,7 +635,11 @@ class Sandbox:
 
     def status(self) -> list[dict[str, Any]]:
         return [
-            {**h.inventory_entry(), "running": h.is_running(), "sshd": _port_open(h.address, h.port),
-             "mode": (h.dir / "mode").read_text().strip() if (h.dir / "mode").exists() else None}
+            {
+                **h.inventory_entry(),
+                "running": h.is_running(),
+                "sshd": _port_open(h.address, h.port),
+                "mode": (h.dir / "mode").read_text().strip() if (h.dir / "mode").exists() else None,
+            }
             for h in self.hosts.values()
-        ]  # fmt: skip
+        ]

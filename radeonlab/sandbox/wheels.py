@@ -97,10 +97,13 @@ def target_platforms() -> list[str]:
 def _pip_download(dest: Path, args: list[str]) -> None:
     target = [
         "--only-binary=:all:",
-        "--python-version", TARGET_PYTHON_VERSION,
-        "--implementation", TARGET_IMPLEMENTATION,
-        "--abi", TARGET_ABI,
-    ]  # fmt: skip
+        "--python-version",
+        TARGET_PYTHON_VERSION,
+        "--implementation",
+        TARGET_IMPLEMENTATION,
+        "--abi",
+        TARGET_ABI,
+    ]
     for plat in target_platforms():
         target += ["--platform", plat]
     cmd = [sys.executable, "-m", "pip", "download", "--no-cache-dir", "--dest", str(dest)]
@@ -318,11 +321,16 @@ class WheelIndexInfo:
     def simple_dir(self) -> Path:
         return self.root / "simple"
 
-    def settings(self, base_url: str) -> dict[str, str]:
+    def settings(self, base_url: str) -> dict[str, object]:
         """Product settings (roles/python_stack data keys) that point a host at this index, served at
-        `base_url` (the www directory's URL)."""
+        `base_url` (the www directory's URL). Its torch is the SIMULATED stand-in, a CPU build: the hosts
+        say they accept that, the way a user provisioning a CPU-only machine would."""
         index = f"{base_url.rstrip('/')}/pypi/simple"
-        return {"pytorch_index_url": index, "python_stack_index_url": index}
+        return {
+            "pytorch_index_url": index,
+            "python_stack_index_url": index,
+            "python_stack_allow_cpu_torch": True,
+        }
 
 
 def _link(src: Path, dest: Path) -> None:

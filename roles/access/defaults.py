@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from radeonlab.contract.records import GPU_GROUPS
+
 DEFAULTS: dict[str, object] = {
     # The training user; empty: python_stack_user, else the SSH user pyinfra logs in as.
     "access_user": "",
     # Groups that own the GPU device nodes on Ubuntu/Debian (udev: /dev/kfd and renderD* -> render,
     # card* -> video). `render` is created as a system group where it is missing (Debian minbase).
-    "access_groups": ["video", "render"],
+    "access_groups": list(GPU_GROUPS),
     "access_system_groups": ["render"],
     # The device nodes the training user must be able to read and write.
     "access_devices": ["/dev/kfd", "/dev/dri/renderD*"],

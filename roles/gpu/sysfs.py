@@ -29,16 +29,20 @@ CARD_FILES = ("vendor", "device", "revision", "mem_info_vram_total", "mem_info_v
 
 
 def dump_command(root: str = "/") -> str:
-    """The shell command that prints every KFD node and DRM card under `root`; prints nothing when absent."""
-    base = shlex.quote(root.rstrip("/"))
+    """The shell command that prints every KFD node and DRM card under `root`; prints nothing when absent.
+
+    `root` is a filesystem root (`/`, reading /sys/class/...) or a sysfs tree itself (`/sys`, or a recorded
+    tree shaped like it: class/kfd/... directly under it)."""
+    base = shlex.quote(root.rstrip("/") or "/")
     files = " ".join(CARD_FILES)
     return (
         f"r={base}; "
-        'for n in "$r"/sys/class/kfd/kfd/topology/nodes/*; do '
+        '[ -d "$r/class" ] && [ ! -d "$r/sys/class" ] && s="$r" || s="${r%/}/sys"; '
+        'for n in "$s"/class/kfd/kfd/topology/nodes/*; do '
         '[ -r "$n/properties" ] || continue; '
         'echo "@node ${n##*/}"; tr -d \'\\000\' < "$n/properties"; echo; '
         "done; "
-        'for c in "$r"/sys/class/drm/card*; do '
+        'for c in "$s"/class/drm/card*; do '
         'case "${c##*/}" in *-*) continue;; esac; '
         'd="$c/device"; '
         '[ -r "$d/uevent" ] || [ -r "$d/vendor" ] || continue; '

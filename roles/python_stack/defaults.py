@@ -20,6 +20,9 @@ PYTORCH_ROCM_PAIRING: dict[str, str] = {
 }
 
 DEFAULTS: dict[str, object] = {
+    # A CPU build of torch on a host with AMD GPUs fails the deploy's verification (it would train on the
+    # CPU); true accepts it, for a host meant to train on its CPU (the SIMULATED sandbox workstations).
+    "python_stack_allow_cpu_torch": False,
     # The training user's venv. Empty user: the SSH user pyinfra logs in as.
     "python_stack_user": "",
     "python_stack_venv": "~/radeonlab/venv",

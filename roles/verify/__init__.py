@@ -43,6 +43,7 @@ def verify_host(gpus: Sequence[Gpu], cpu_only: bool = False, recheck: bool | Non
         devices=list(host.data.get("access_devices", ACCESS_DEFAULTS["access_devices"])),
         matmul_size=int(host.data.get("verify_matmul_size")),
         recheck=bool(host.data.get("verify_recheck")) if recheck is None else recheck,
+        allow_cpu_torch=bool(host.data.get("python_stack_allow_cpu_torch", False)),
         _sudo=True,
     )
     if host.data.get("verify_print_table"):

@@ -1,8 +1,8 @@
 """Run by the venv's python on a workstation (passed with -c): what torch sees, as one JSON line.
 
 Standard library + torch only. Never raises: every failure is reported in the JSON.
-On a CPU build of torch (the sandbox's stand-in for the ROCm build) the GPU checks are not run,
-and it says so.
+On a CPU build of torch the GPU checks cannot run: the report says so (`cpu_build`), and the verify role
+decides whether that is allowed on this host (roles/verify/operations.py).
 """
 
 import importlib.metadata as metadata
@@ -21,6 +21,9 @@ def version(name):
 def main(size):
     out = {"python": sys.version.split()[0], "devices": [], "error": None, "gpu_checks": None}
     out["versions"] = {n: version(n) for n in ("torch", "torchaudio", "transformers", "peft", "llamafactory")}
+    # every distribution of the venv: what `submit` checks a config's needs against (jobs/spec/needs.py)
+    names = {d.metadata["Name"]: d.version for d in metadata.distributions()}
+    out["packages"] = {n.lower(): v for n, v in names.items() if n}
     try:
         import torch
     except Exception as e:  # noqa: BLE001 - report any import failure
@@ -31,8 +34,9 @@ def main(size):
     out["hip"] = getattr(torch.version, "hip", None)
     out["cuda"] = getattr(torch.version, "cuda", None)
     out["cuda_available"] = bool(torch.cuda.is_available())
-    if out["hip"] is None and out["cuda"] is None:
-        out["gpu_checks"] = "CPU build of torch: GPU checks not run (simulated workstation)"
+    out["cpu_build"] = out["hip"] is None and out["cuda"] is None
+    if out["cpu_build"]:
+        out["gpu_checks"] = "CPU build of torch: no GPU check possible"
     elif not out["cuda_available"]:
         out["gpu_checks"] = (
             "ROCm build of torch sees no GPU: check /dev/kfd access and HSA_OVERRIDE_GFX_VERSION"

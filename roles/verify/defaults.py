@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from radeonlab.contract.records import HOST_RECORD_PATH
+
 DEFAULTS: dict[str, object] = {
     # The host record: the contract between provisioning and the job runner (CONTRACTS.md).
-    "verify_record_path": "/etc/radeonlab/host.json",
+    "verify_record_path": HOST_RECORD_PATH,
     # The last stack check (check_stack.py's report) and the digest of what it depended on: a rerun whose
     # inputs are unchanged (roles/verify/facts.py StackCheckState) does not import torch again.
     "verify_check_state_path": "/etc/radeonlab/stack-check.json",
@@ -15,5 +17,3 @@ DEFAULTS: dict[str, object] = {
     # Print the per-host table at the end of the run.
     "verify_print_table": True,
 }
-
-RECORD_SCHEMA = 1

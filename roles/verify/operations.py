@@ -13,6 +13,7 @@ from typing import Any
 
 from pyinfra import host
 from pyinfra.api import operation
+from pyinfra.api.exceptions import OperationError
 from pyinfra.operations import files
 from radeonlab.roles.gpu.cards import Gpu
 from radeonlab.roles.rocm.facts import RocmInstalledVersion
@@ -41,6 +42,7 @@ def host_record(
     devices: Sequence[str],
     matmul_size: int = 1024,
     recheck: bool = False,
+    allow_cpu_torch: bool = False,
 ):
     """Write the host record at `path` (root:root 0644) from what the host reports, and save the stack check
     with the digest of its inputs at `check_path` (root:root 0644).
@@ -58,6 +60,7 @@ def host_record(
     }
 
     def build(report: dict[str, Any] | None, now: str) -> dict[str, Any]:
+        problem = rec.stack_problem(report, gpus, cpu_only, allow_cpu_torch)
         return rec.build_record(
             host=host.name,
             user=user,
@@ -70,10 +73,12 @@ def host_record(
             llamafactory_version=llamafactory_version,
             gpus=gpus,
             written_at=now,
+            allow_cpu=allow_cpu_torch,
+            problem=problem,
         )
 
     saved = None if recheck else rec.reusable_report(check_state["saved"], inputs)
-    if saved is not None and rec.is_current(old, build(saved, "")):
+    if saved is not None and rec.is_current(old, build(saved, "")) and not (old or {}).get("problem"):
         assert old is not None
         RESULTS[host.name] = (old, saved, check_state["saved"]["checked_at"])
         host.noop(f"host record {path} is current; stack check inputs unchanged, not re-run")
@@ -93,3 +98,5 @@ def host_record(
         yield from files.put._inner(
             src=io.StringIO(line + "\n"), dest=check_path, user="root", group="root", mode="644"
         )
+    if new.get("problem"):  # the record says why the host is not usable; the deploy fails this host
+        raise OperationError(f"{host.name}: {new['problem']}")

@@ -5,10 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from typing import Any
 
 from radeonlab.roles.gpu.cards import Gpu
-from radeonlab.roles.verify.defaults import RECORD_SCHEMA
+
+from radeonlab.contract.records import GpuRecord, HostRecord
 
 RADEONLAB_VERSION = "0.1.0"
 # Fields that change between runs without anything on the host having changed: a record that differs only
@@ -18,20 +20,54 @@ VOLATILE_GPU = ("vram_used",)
 
 
 def gpu_entry(gpu: Gpu) -> dict[str, Any]:
-    return {
-        "index": gpu.rocr_index,
-        "node": gpu.node,
-        "gfx": gpu.gfx,
-        "name": gpu.name,
-        "device_id": gpu.device_id,  # fleet and placement compare it with the live card
-        "revision": gpu.revision,
-        "family": gpu.family,
-        "vram_total": gpu.vram_total,
-        "vram_used": gpu.vram_used,
-        "bf16": gpu.bf16,
-        "override": gpu.override,
-        "igpu": gpu.igpu,
-    }
+    """One GPU of the host record (contract GpuRecord)."""
+    return asdict(
+        GpuRecord(
+            index=gpu.rocr_index,
+            node=gpu.node,
+            gfx=gpu.gfx,
+            name=gpu.name,
+            device_id=gpu.device_id,  # fleet and placement compare it with the live card
+            revision=gpu.revision,
+            family=gpu.family,
+            vram_total=gpu.vram_total,
+            vram_used=gpu.vram_used,
+            bf16=gpu.bf16,
+            override=gpu.override,
+            igpu=gpu.igpu,
+        )
+    )
+
+
+def stack_problem(
+    report: Mapping[str, Any] | None, gpus: Sequence[Gpu], cpu_only: bool, allow_cpu: bool
+) -> str | None:
+    """Why the training stack cannot use this host's GPUs (one line with the fix), or None when it can."""
+    if cpu_only or not gpus:
+        return None
+    if report is None:
+        return "the venv's python is missing: the python_stack role did not run"
+    if report.get("error"):
+        return f"{report['error']} (re-run deploy/setup.py; the python_stack role installs torch)"
+    if report.get("cpu_build"):
+        if allow_cpu:
+            return None
+        return (
+            f"torch {report.get('torch')} is a CPU build: it cannot use the AMD GPU(s); install the ROCm "
+            "wheel (check pytorch_source / pytorch_index_url), or set python_stack_allow_cpu_torch: true "
+            "for a host that should train on its CPU"
+        )
+    if not report.get("cuda_available"):
+        return (
+            f"ROCm torch {report.get('torch')} sees no GPU: check that the training user is in the video "
+            "and render groups (log in again after the access role added them), /dev/kfd, and "
+            "HSA_OVERRIDE_GFX_VERSION in /etc/profile.d/radeonlab-gpu.sh"
+        )
+    failed = [d for d in report.get("devices") or [] if not d.get("matmul_ok")]
+    if failed:
+        d = failed[0]
+        return f"GPU {d.get('index')} matmul failed: {d.get('error') or 'non-finite result'}"
+    return None
 
 
 def build_record(
@@ -47,30 +83,34 @@ def build_record(
     llamafactory_version: str,
     gpus: Sequence[Gpu],
     written_at: str,
+    allow_cpu: bool = False,
+    problem: str | None = None,
 ) -> dict[str, Any]:
+    """The host record (contract HostRecord) as JSON-ready data; `problem` set means: not usable, and why."""
     report = report or {}
-    hip, cuda = report.get("hip"), report.get("cuda")
-    return {
-        "schema": RECORD_SCHEMA,
-        "host": host,
-        "written_at": written_at,
-        "radeonlab_version": RADEONLAB_VERSION,
-        "user": user,
-        "home": home,
-        "venv": venv,
-        "jobs_dir": jobs_dir,
-        "cpu_only": cpu_only,
-        "rocm": dict(rocm),
-        "torch": {
+    record = HostRecord(
+        host=host,
+        user=user,
+        venv=venv,
+        jobs_dir=jobs_dir,
+        written_at=written_at,
+        radeonlab_version=RADEONLAB_VERSION,
+        home=home,
+        cpu_only=cpu_only,
+        rocm=dict(rocm),
+        torch={
             "version": report.get("torch"),
-            "hip": hip,
+            "hip": report.get("hip"),
             "cuda_available": bool(report.get("cuda_available")),
-            # A CPU build (no HIP, no CUDA): the sandbox's stand-in for the ROCm build.
-            "simulated_cpu_build": bool(report.get("torch")) and hip is None and cuda is None,
+            "cpu_build": bool(report.get("cpu_build")),
+            "cpu_allowed": allow_cpu,
         },
-        "llamafactory_version": (report.get("versions") or {}).get("llamafactory") or llamafactory_version,
-        "gpus": [gpu_entry(g) for g in gpus],
-    }
+        llamafactory_version=(report.get("versions") or {}).get("llamafactory") or llamafactory_version,
+        gpus=[GpuRecord(**gpu_entry(g)) for g in gpus],
+        packages=dict(report.get("packages") or {}),
+        problem=problem,
+    )
+    return record.to_dict()
 
 
 def _stable(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -129,6 +169,10 @@ def table_row(
         check = f"not re-run, inputs unchanged; at {checked_at}: {check}"
     if record.get("cpu_only"):
         check = f"cpu-only host; {check}"
+    elif (record.get("torch") or {}).get("cpu_build") and (record.get("torch") or {}).get("cpu_allowed"):
+        check = f"CPU torch allowed by python_stack_allow_cpu_torch; {check}"
+    if record.get("problem"):
+        check = f"FAILED: {record['problem']}"
     return [
         str(record.get("host")),
         "; ".join(str(g["name"]) for g in gpus) or "-",

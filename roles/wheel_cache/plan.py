@@ -89,9 +89,16 @@ def download_commands(stack: Mapping[str, Any], upstream: Upstream, cache_dir: s
     """
     files = f"{cache_dir}/{FILES}"
     pip = [
-        f"{cache_dir}/{TOOL_VENV}/bin/pip", "download", "--disable-pip-version-check", "--no-cache-dir",
-        "--only-binary=:all:", "--python-version", pyver, "--dest", files,
-    ]  # fmt: skip
+        f"{cache_dir}/{TOOL_VENV}/bin/pip",
+        "download",
+        "--disable-pip-version-check",
+        "--no-cache-dir",
+        "--only-binary=:all:",
+        "--python-version",
+        pyver,
+        "--dest",
+        files,
+    ]
     torch_pin = f"torch=={stack['pytorch_version']}"
     torch = [*pip, "--index-url", upstream.torch_index_url]
     for link in upstream.torch_find_links:

@@ -1,0 +1,120 @@
+"""The training process on the host: start it, stop it, say why it ended, and write state.json.
+
+Standard library only (it runs on the workstation's system python3, 3.10 on Ubuntu 22.04).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+from datetime import datetime, timezone
+
+from radeonlab.contract.jobdir import ADAPTER_FILES, FILES, start_time, write_json_atomic
+from radeonlab.contract.records import StateRecord
+from radeonlab.contract.state import EndReason, JobState
+
+EXIT_LOCKED = 75  # EX_TEMPFAIL: the GPU is busy and the job may not wait (multi-node ranks)
+LOG_TAIL_BYTES = 65536
+ERROR_LINE = re.compile(r"^\s*(?:[\w.]*(?:Error|Exception)\b|Traceback|error:|Killed\b)", re.IGNORECASE)
+
+
+def now() -> str:
+    # timezone.utc, not datetime.UTC: the host's python3 may be older than 3.11
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: UP017
+
+
+class StateFile:
+    """state.json of one job, written by the process that runs it (the launcher and its supervisor)."""
+
+    def __init__(self, job_dir: str, started: str | None = None) -> None:
+        self.path = os.path.join(job_dir, FILES["state"])
+        self.pid = os.getpid()
+        self.pid_start = start_time(self.pid)
+        self.started = started or now()
+
+    def write(self, state: JobState, **fields: object) -> None:
+        record = StateRecord(state, pid=self.pid, pid_start=self.pid_start, started_at=self.started)
+        for key, value in fields.items():
+            setattr(record, key, value)
+        write_json_atomic(self.path, record.to_dict())
+
+    def finish(
+        self, end: EndReason, reason: str | None = None, exit_code: int | None = None, **ids: object
+    ) -> int:
+        """Record the end; returns the launcher's own exit code (0 succeeded, 75 GPU busy, 1 otherwise)."""
+        self.write(
+            end.state, end=end.value, reason=reason or end.message, exit_code=exit_code, ended_at=now(), **ids
+        )
+        if end is EndReason.SUCCEEDED:
+            return 0
+        return EXIT_LOCKED if end is EndReason.GPU_BUSY else 1
+
+
+def start_training(
+    job_dir: str, argv: list[str], env: dict[str, str], lock_fds: list[int], limits: dict
+) -> subprocess.Popen:
+    """Start llamafactory-cli in its own session (cancel kills its whole group), output appended to train.log.
+
+    The lock fds are inherited so the GPU stays locked while any of its processes lives. limits:
+    address_space_gb -> RLIMIT_AS of the training process only (README: for CPU hosts; HIP reserves large
+    address ranges at start-up, so on cards this limit breaks ROCm and is refused at submit).
+    """
+    address_space = limits.get("address_space_gb")
+
+    def limit() -> None:
+        import resource
+
+        n = int(float(address_space) * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (n, n))
+
+    with open(os.path.join(job_dir, FILES["train_log"]), "ab") as log:
+        return subprocess.Popen(
+            argv,
+            cwd=job_dir,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            pass_fds=lock_fds,
+            preexec_fn=limit if address_space else None,
+        )
+
+
+def stop_group(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signum)
+
+
+def has_adapter(job_dir: str) -> bool:
+    output = os.path.join(job_dir, FILES["output"])
+    return any(os.path.exists(os.path.join(output, name)) for name in ADAPTER_FILES)
+
+
+NO_ADAPTER = "exit 0 but no adapter ({}) in output/".format(" or ".join(ADAPTER_FILES))
+
+
+def exit_reason(job_dir: str, exit_code: int) -> str:
+    """One line explaining a failed exit: the signal, else the last error-looking line of train.log."""
+    if exit_code > 128:
+        try:
+            name = signal.Signals(exit_code - 128).name
+        except ValueError:
+            name = ""
+        if name == "SIGKILL":
+            return f"killed by SIGKILL (exit {exit_code}): out of memory (see dmesg) or killed by hand"
+        if name:
+            return f"killed by {name} (exit {exit_code})"
+    try:
+        with open(os.path.join(job_dir, FILES["train_log"]), "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - LOG_TAIL_BYTES))
+            lines = [ln.strip() for ln in f.read().decode(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        lines = []
+    for line in reversed(lines):
+        if ERROR_LINE.search(line) and not line.startswith("Traceback"):
+            return f"exit {exit_code}: {line[:300]}"
+    return f"exit {exit_code}: {lines[-1][:300] if lines else 'train.log is empty'}"

@@ -1,0 +1,370 @@
+"""Plan, then apply: `plan_job` decides everything a job will be, and sends nothing.
+
+One function turns a spec into a typed JobPlan: the spec and its checks (refused before anything is sent),
+the host(s) and why (named, or placement), each host's record (provisioned? which card?), the rendered config
+and every key radeonlab changed, the VRAM estimate, the files to upload and how many bytes the hosts still
+need (content-addressed), the queue position, the environment and the job record. A single-node job is a
+plan of one NodePlan; multi-node is rank arithmetic over the same plan (jobs/plan/nodes.py), not a second
+flow. `submit --dry-run` prints it; `apply_plan` (jobs/apply/submit.py) carries it out over the connections
+the plan opened, so nothing is asked twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from radeonlab.jobs.apply import secrets
+from radeonlab.jobs.fleet.inventory import HostTarget, get_host, load_inventory
+from radeonlab.jobs.fleet.probe import CPU_SLOT, HostView, read_host, require_record
+from radeonlab.jobs.host.remedies import STEP_KEYS
+from radeonlab.jobs.plan import model as model_module
+from radeonlab.jobs.plan import nodes as nodes_module
+from radeonlab.jobs.plan import preflight
+from radeonlab.jobs.plan.placement import card_problems, free_memory, needs_of, place
+from radeonlab.jobs.plan.render import Rendered, render
+from radeonlab.jobs.spec import lf_args
+from radeonlab.jobs.spec.checks import DATASET_INFO, check_spec
+from radeonlab.jobs.spec.load import Spec, load, with_overrides
+from radeonlab.jobs.spec.problems import ERROR, Problem
+from radeonlab.jobs.ssh import hostcode
+from radeonlab.jobs.ssh.connection import Remote, connect
+from radeonlab.jobs.ssh.transfer import LocalFile, blobs_present
+
+from radeonlab.contract.jobdir import JobDir
+from radeonlab.contract.jobid import new_job_id
+from radeonlab.contract.records import Attempt, GpuRecord, HostRecord, JobRecord
+from radeonlab.errors import ChecksFailedError, InputError, InventoryError, PlacementError
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A local file the job needs, and where it lands in the job folder."""
+
+    local: LocalFile
+    dest: str  # relative to the job folder: data/x.jsonl, model/config.json, ds_config.json
+
+
+@dataclass
+class NodePlan:
+    """One host's part of a job."""
+
+    rank: int
+    target: HostTarget
+    address: str
+    view: HostView
+    record: HostRecord
+    gpus: list[GpuRecord]
+    job: JobDir
+    rendered: Rendered
+    env: dict[str, str]  # the plain environment job.json records (secrets go to env.secret only)
+    uploads: list[Upload]
+    preflight: preflight.Preflight
+    queue: int  # jobs queued or running on the GPU this job would use
+    placed: str  # why this host
+    present: set[str] | None = None  # contents the host already holds (None: not asked)
+    nodes: dict[str, Any] = field(default_factory=dict)  # job.json `nodes` of a multi-node job
+    remote: Remote | None = field(default=None, repr=False)
+
+    @property
+    def host(self) -> str:
+        return self.target.name
+
+    @property
+    def bytes_to_send(self) -> int | None:
+        if self.present is None:
+            return None
+        unique = {u.local.sha256: u.local.size for u in self.uploads}
+        return sum(size for sha, size in unique.items() if sha not in self.present)
+
+
+@dataclass
+class JobPlan:
+    """Everything a job will be, decided; nothing sent yet. Holds the connections it opened (close it)."""
+
+    job_id: str
+    spec: Spec
+    created_at: str
+    model: model_module.ModelInfo
+    nodes: list[NodePlan]
+    problems: list[Problem]  # warnings and notes of the checks (errors refused the plan)
+    secret_names: list[str]
+    allow_shared: bool = False
+    placement: list[str] = field(default_factory=list)  # the lines placement printed
+    _secrets: dict[str, str] = field(default_factory=dict, repr=False)
+
+    @property
+    def rank0(self) -> NodePlan:
+        return self.nodes[0]
+
+    def secrets(self) -> dict[str, str]:
+        return dict(self._secrets)
+
+    def job_record(self, node: NodePlan) -> JobRecord:
+        """job.json of one node (what the host-side launcher and supervisor read)."""
+        spec = self.spec.radeonlab
+        return JobRecord(
+            id=self.job_id,
+            name=self.spec.path.stem,
+            spec_file=self.spec.path.name,
+            created_at=self.created_at,
+            host=node.host,
+            gpus=[g.index for g in node.gpus],
+            env=dict(node.env),
+            secret_names=list(self.secret_names),
+            attempts=[Attempt(n=1, created_at=self.created_at)],
+            remedies={n: {"enabled": r.enabled, "steps": list(r.steps)} for n, r in spec.remedies.items()},
+            limits=dict(spec.limits),
+            memory_total=node.gpus[0].memory if node.gpus else None,
+            lf_defaults={k: lf_args.default(k) for k in STEP_KEYS},
+            overrides=dict(self.spec.overrides),
+            model=self.model.record(),
+            nodes=dict(node.nodes),
+            code={"digest": hostcode.digest(), "files": hostcode.file_digests()},
+        )
+
+    def close(self) -> None:
+        for node in self.nodes:
+            if node.remote is not None:
+                node.remote.close()
+
+    def __enter__(self) -> JobPlan:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan for scripts (`submit --dry-run --json`): no secret values, no connections."""
+        return {
+            "id": self.job_id,
+            "spec": str(self.spec.path),
+            "overrides": dict(self.spec.overrides),
+            "model": self.model.record(),
+            "secret_names": self.secret_names,
+            "placement": self.placement,
+            "problems": [p.to_dict() for p in self.problems],
+            "nodes": [
+                {
+                    "rank": n.rank,
+                    "host": n.host,
+                    "address": n.address,
+                    "placed": n.placed,
+                    "gpus": [
+                        {"index": g.index, "name": g.name, "gfx": g.gfx, "memory": g.memory} for g in n.gpus
+                    ],
+                    "precision": n.rendered.precision,
+                    "why_precision": n.rendered.why_precision,
+                    "changes": {
+                        k: {"spec": a, "rendered": b, "why": w} for k, (a, b, w) in n.rendered.changes.items()
+                    },
+                    "job_dir": n.job.root,
+                    "uploads": [
+                        {
+                            "local": str(u.local.path),
+                            "dest": u.dest,
+                            "size": u.local.size,
+                            "sha256": u.local.sha256,
+                        }
+                        for u in n.uploads
+                    ],
+                    "bytes_to_send": n.bytes_to_send,
+                    "estimate": {
+                        "fits": n.preflight.fits,
+                        "message": n.preflight.message,
+                        "peak": n.preflight.peak,
+                        "free": n.preflight.free,
+                    },
+                    "queue": n.queue,
+                    "env": n.env,
+                }
+                for n in self.nodes
+            ],
+        }
+
+
+def load_checked(spec_path: str | Path, overrides: Sequence[str] = ()) -> tuple[Spec, list[Problem]]:
+    """The spec (with `key=value` overrides) and its findings; ChecksFailedError when any is an error."""
+    spec = with_overrides(load(spec_path), list(overrides))
+    problems = check_spec(spec)
+    errors = [p for p in problems if p.severity == ERROR]
+    if errors:
+        raise ChecksFailedError(
+            f"{spec_path}: {len(errors)} error(s) (see `radeonlab check {spec_path}`); nothing uploaded",
+            problems,
+        )
+    return spec, problems
+
+
+def local_dataset_info(spec: Spec) -> dict[str, Any] | None:
+    folder = spec.dataset_dir()
+    info = folder / DATASET_INFO if folder else None
+    return json.loads(info.read_text()) if info and info.is_file() else None
+
+
+def dataset_files(spec: Spec, info: dict[str, Any]) -> list[Path]:
+    """The local files of the datasets the job trains/evaluates on (hub datasets have none)."""
+    from_block = {d.name: spec.base_dir / d.file for d in spec.radeonlab.datasets}
+    folder = spec.dataset_dir()
+    names = [
+        n.strip() for key in ("dataset", "eval_dataset") for n in str(spec.train.get(key) or "").split(",")
+    ]
+    names += [d.name for d in spec.radeonlab.datasets if "dataset" not in spec.train]
+    files: list[Path] = []
+    for name in filter(None, names):
+        entry = info.get(name) or {}
+        if name in from_block:
+            path = from_block[name]
+        elif "file_name" in entry and folder is not None:
+            path = folder / entry["file_name"]
+        else:
+            continue  # a hub / script dataset: fetched on the host
+        if path.is_dir():
+            raise InputError(
+                f"dataset {name}: {path} is a folder (not supported: name its files in dataset_info)"
+            )
+        if path not in files:
+            files.append(path)
+    return files
+
+
+def uploads_of(spec: Spec, model: model_module.ModelInfo, info: dict[str, Any]) -> list[Upload]:
+    """Every local file the job needs, hashed once (the same list for every node)."""
+    out = [Upload(LocalFile.of(p), f"data/{p.name}") for p in dataset_files(spec, info)]
+    out += [Upload(LocalFile.of(p), f"model/{p.name}") for p in model.files]
+    out += [Upload(LocalFile.of(spec.base_dir / f), Path(f).name) for f in spec.radeonlab.files]
+    return out
+
+
+def choose_targets(
+    targets: dict[str, HostTarget], wanted: str | None, spec: Spec, needs: Any, count: int, say: Say
+) -> tuple[list[HostTarget], list[str], list[str]]:
+    """(targets, why each, placement's lines): named with --host / the spec, else placement's best."""
+    if wanted:
+        chosen = nodes_module.pick_named(targets, wanted, count) if count > 1 else [get_host(targets, wanted)]
+        return chosen, ["named with --host or radeonlab.host"] * len(chosen), []
+    lines: list[str] = []
+
+    def tell(line: str) -> None:
+        lines.append(line)
+        say(line)
+
+    chosen, decisions = place(targets, needs, count, say=tell)
+    why = {d.host: d.reason for d in decisions}
+    return chosen, [f"placement: {why[t.name]}" for t in chosen], lines
+
+
+def plan_job(
+    spec_path: str | Path,
+    inventory: str | Path,
+    *,
+    host: str | None = None,
+    nodes: int | None = None,
+    overrides: Sequence[str] = (),
+    strict: bool = False,
+    allow_shared: bool = False,
+    ask_blobs: bool = True,
+    environ: dict[str, str] | None = None,
+    say: Say = print,
+) -> JobPlan:
+    """Decide the job (see the module docstring). The returned plan holds open connections: close it."""
+    spec, problems = load_checked(spec_path, overrides)
+    targets = load_inventory(inventory)
+    if not targets:
+        raise InventoryError(f"{inventory}: the inventory has no hosts")
+    count = nodes or spec.radeonlab.nodes
+    model = model_module.resolve(spec)
+    needs = needs_of(spec, model.config, model.note)
+    chosen, placed, lines = choose_targets(targets, host or spec.radeonlab.host, spec, needs, count, say)
+    info = local_dataset_info(spec) or {}
+    uploads = uploads_of(spec, model, info)
+    plain, secret = secrets.job_env(
+        spec.radeonlab.env, spec.radeonlab.forward_env, os.environ if environ is None else environ
+    )
+    job_id = new_job_id(Path(spec_path).stem)
+    plan = JobPlan(
+        job_id,
+        spec,
+        datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        model,
+        [],
+        problems,
+        sorted(secret),
+        allow_shared,
+        lines,
+        secret,
+    )
+    with contextlib.ExitStack() as opened:  # on any refusal below, every connection opened so far closes
+        remotes = [opened.enter_context(connect(t)) for t in chosen]
+        views = [read_host(r) for r in remotes]
+        records = [require_record(v, str(inventory)) for v in views]
+        for record in records:
+            problems_here = card_problems(needs, record.training_gpus())
+            if problems_here:
+                raise PlacementError(f"{record.host}: {'; '.join(problems_here)}")
+        extra: dict[str, tuple[Any, str]] = {}
+        spec_used, common_note = spec, None
+        ranks = nodes_module.plan_nodes(chosen)
+        port = nodes_module.master_port(chosen[0])
+        if count > 1:
+            extra = nodes_module.shared_keys(records)
+            spec_used, common_note = nodes_module.common_spec(spec, records)
+        for node, target, remote, view, record, why in zip(
+            ranks, chosen, remotes, views, records, placed, strict=True
+        ):
+            gpus = record.training_gpus()
+            job = record.job_dir(job_id)
+            rendered = render(
+                spec_used,
+                record,
+                job,
+                gpus=gpus,
+                model_local=model.local_dir is not None,
+                base_dataset_info=info,
+                extra=extra,
+            )
+            if common_note:
+                rendered.notes.insert(0, common_note)
+            free = free_memory(view, gpus[0]) if gpus else None
+            check = preflight.check(model.config, rendered.config, free, model.note)
+            preflight.enforce(check, strict, record.host)
+            env = dict(plain)
+            if record.model_cache:
+                env.setdefault("HF_HUB_CACHE", record.model_cache)  # the host's shared model cache
+            block: dict[str, Any] = {}
+            if count > 1:
+                env.update(nodes_module.node_env(node.rank, ranks, port, max(1, len(gpus)), target))
+                block = nodes_module.nodes_block(node.rank, ranks, port)
+            slot = str(gpus[0].index) if gpus else CPU_SLOT
+            plan.nodes.append(
+                NodePlan(
+                    node.rank,
+                    target,
+                    node.address,
+                    view,
+                    record,
+                    gpus,
+                    job,
+                    rendered,
+                    env,
+                    uploads,
+                    check,
+                    view.queue().get(slot, 0),
+                    why,
+                    nodes=block,
+                    remote=remote,
+                )
+            )
+        if ask_blobs:
+            for n in plan.nodes:
+                n.present = blobs_present(n.remote, [u.local for u in n.uploads], n.record.blobs_dir)
+        opened.pop_all()
+    return plan
