@@ -184,7 +184,7 @@ class Supervisor:
             if exit_code is None:  # could not start at all
                 return self.finish(EndReason.CANNOT_START, attempt.reason)
             if self.cancelled():
-                attempt.state = "cancelled"
+                attempt.state, attempt.reason = "cancelled", None  # not a failure: nothing to diagnose
                 self.save_job()
                 return self.finish(EndReason.CANCELLED, None, exit_code, **ids)
             if self.signalled is not None:

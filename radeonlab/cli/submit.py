@@ -13,9 +13,7 @@ from radeonlab.cli.options import echo_json, host_option, inventory_option, inve
 
 def print_plan(plan: Any) -> None:
     """The plan a human reads: where, why, what changes, what moves, whether it fits, the queue."""
-    click.echo(f"plan for {plan.job_id} ({plan.spec.path}):")
-    for line in plan.placement:
-        click.echo(f"  {line}")
+    click.echo(f"plan for {plan.job_id} ({plan.spec.path}):")  # placement's lines went to stderr already
     for node in plan.nodes:
         rank = f"rank {node.rank} " if len(plan.nodes) > 1 else ""
         cards = "; ".join(g.label() for g in node.gpus) or "no GPU (CPU)"
