@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from radeonlab.jobs.spec.checks import check_path
-from radeonlab.jobs.spec.datasets import DatasetAttr, check_file, iter_json_rows
+from radeonlab.jobs.spec.datasets import DatasetAttr, check_file
 from radeonlab.jobs.spec.problems import ERROR, INFO
+from radeonlab.jobs.spec.rows import json_rows
 
 from radeonlab.cli import main
 
@@ -87,7 +88,7 @@ def test_every_demo_dataset_passes(lf_data: Path) -> None:
 @pytest.mark.parametrize("name", ["v1_sft_demo.jsonl", "reason_tool_use_demo_50.jsonl"])
 def test_v1_demo_files_parse(name: str) -> None:
     # LLaMA-Factory v1 data (not in dataset_info.json): well-formed JSON Lines, one object per line
-    rows = list(iter_json_rows(LF / "data" / name))
+    rows = list(json_rows(LF / "data" / name))
     assert rows and all(isinstance(r, dict) for _, r in rows)
 
 
