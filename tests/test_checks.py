@@ -42,10 +42,16 @@ def test_all_examples_are_present() -> None:
     assert len(EXAMPLES) == 82
 
 
+# Paths in LLaMA-Factory's examples are relative to its checkout, not to the example file: radeonlab (which
+# resolves them from the spec's folder) refuses those as missing files. tests/test_examples_table.py has
+# every example's verdict.
+PATH_ERROR = ": not found ("
+
+
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_example_configs_have_no_false_alarms(example: str, lf_data: Path) -> None:
     problems = check_path(LF / "examples" / example, dataset_dir=lf_data)
-    errors = [str(p) for p in problems if p.severity == ERROR]
+    errors = [str(p) for p in problems if p.severity == ERROR and PATH_ERROR not in p.message]
     if example in UNDEFINED_IN_RELEASE:
         assert len(errors) == 1 and f"`Undefined dataset {UNDEFINED_IN_RELEASE[example]}`" in errors[0]
     else:
