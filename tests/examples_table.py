@@ -44,7 +44,8 @@ class Row:
     sandbox: str  # "yes" | "no: why"
 
     def markdown(self) -> str:
-        return f"| `{self.example}` | {self.verdict} | {self.needs} | {self.sandbox} |"
+        cells = [f"`{self.example}`", self.verdict, self.needs, self.sandbox]
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 
 def examples() -> list[str]:
@@ -152,7 +153,7 @@ def needs_table() -> str:
             when += " with " + ", ".join(f"{k}: {v}" for k, v in rule.also)
         need = rule.dist + (f">={rule.min_version}" if rule.min_version else "")
         extra = pinned.get(rule.dist, "-")
-        where = rule.source + (f" (fix: {rule.fix})" if rule.fix else "")
+        where = (rule.source + (f" (fix: {rule.fix})" if rule.fix else "")).replace("|", "\\|")
         lines.append(f"| `{key}` | {when} | {need} | {extra} | {where} |")
     for method, reqs in PREQUANTIZED.items():
         need = ", ".join(d + (f">={m}" if m else "") for d, m in reqs)

@@ -94,7 +94,8 @@ RULES: tuple[Rule, ...] = (
          f"{LF} train/tuner.py: `is_hyper_parallel_available()` else ImportError"),
     # quantized training (QLoRA): on-the-fly quantization of the base model
     Rule("quantization_bit", (4, 8), "bitsandbytes", BNB_ROCM_MIN,
-         f"{LF} model/model_utils/quantization.py check_version('bitsandbytes>=0.39.0'|'>=0.37.0'); "
+         f"{LF} model/model_utils/quantization.py check_version('bitsandbytes>=0.39.0') for 4-bit, "
+         "'>=0.37.0' for 8-bit; "
          + _BNB_WHY, also=(("quantization_method", "bnb"),)),
     Rule("ref_model_quantization_bit", (4, 8), "bitsandbytes", BNB_ROCM_MIN,
          f"{LF} train/trainer_utils.py create_ref_model quantizes with bitsandbytes; " + _BNB_WHY),
