@@ -62,7 +62,7 @@ def jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
         if not text.strip():
             continue
         try:
-            yield number, json.loads(text)
+            yield number, json.loads(text.rstrip("\r\n"))  # a cut-short line errs at its own end
         except json.JSONDecodeError as err:
             yield number, Malformed(number, f"malformed JSON: {err.msg} (column {err.colno})")
 
