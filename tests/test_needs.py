@@ -104,3 +104,24 @@ def test_key_problems(tmp_path: Path) -> None:
     assert problems[0].fix is not None and problems[0].fix.startswith("flash_attn: sdpa")
     with_ray = spec(tmp_path, "ray_num_workers: 4\nradeonlab:\n  env: {USE_RAY: 1}\n")
     assert check_path(with_ray) == []
+
+
+def test_needs_of_a_rendered_config_mapping_and_env() -> None:
+    found = needs({"report_to": ["wandb"], "plot_loss": True}, env={"USE_RAY": "true"})
+    assert [(n.key, n.line, n.distribution) for n in found] == [
+        ("report_to", 1, "wandb"),
+        ("radeonlab.env.USE_RAY", 1, "ray"),
+        ("plot_loss", 1, "matplotlib"),
+    ]
+    assert missing(found, {**base_stack(), "wandb": "0.31.0", "ray": "2.60.0"}) == []
+
+
+def test_prequantized_checkpoints_by_name(tmp_path: Path) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text("model_name_or_path: TechxGenus/Meta-Llama-3-8B-Instruct-GPTQ\ndo_train: true\n")
+    found = needs(load(path))
+    assert [(n.key, n.line, n.requirement) for n in found] == [
+        ("model_name_or_path", 1, "gptqmodel>=2.0.0"),
+        ("model_name_or_path", 1, "optimum>=1.24.0"),
+    ]
+    assert "quantization_bit: 4" in (missing(found, {})[0].fix or "")
