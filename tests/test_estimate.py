@@ -86,3 +86,59 @@ def test_unsupported_inputs() -> None:
         estimate(LLAMA3_8B, {"finetuning_type": "freeze"})
     full = estimate(LLAMA3_8B, {"bf16": True, "finetuning_type": "full", "per_device_train_batch_size": 1})
     assert full.parts["trainable"] == 8_030_261_248 * 16
+
+
+# ------------------------------------------------------------------------------------------------ QLoRA
+
+# A 7B Llama (Llama-2-7B's config.json: the shape LLaMA-Factory's README table is written for)
+LLAMA2_7B = {
+    "hidden_size": 4096,
+    "intermediate_size": 11008,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "vocab_size": 32000,
+    "tie_word_embeddings": False,
+}
+# LLaMA-Factory README "Hardware Requirement" (rocm-facts.md): 7B, LoRA 16-bit ~16 GB, QLoRA 8-bit ~10 GB,
+# 4-bit ~6 GB ("estimated"; no batch size or sequence length given). Compared at batch 1, cutoff_len 1024,
+# bf16, LoRA r=8 on all linears; GB read as 10^9 bytes.
+LLAMAFACTORY_README_7B = {None: 16e9, 8: 10e9, 4: 6e9}
+README_TOLERANCE = 0.10
+CARD_16GB = 17095983104  # RX 9070 XT, rocminfo GLOBAL pool (tests/fixtures/SOURCES.md)
+
+
+def _lora(bits: int | None, **extra: object) -> dict:
+    train = {**LORA_BF16, "per_device_train_batch_size": 1, "cutoff_len": 1024, **extra}
+    return {**train, "quantization_bit": bits} if bits else train
+
+
+@pytest.mark.parametrize("bits", [None, 8, 4])
+def test_7b_within_tolerance_of_llamafactory_readme(bits: int | None) -> None:
+    peak = estimate(LLAMA2_7B, _lora(bits)).peak
+    public = LLAMAFACTORY_README_7B[bits]
+    assert abs(peak - public) / public <= README_TOLERANCE, (bits, peak / 1e9)
+
+
+def test_qlora_weights_are_the_quantized_linears_plus_the_rest() -> None:
+    linear = 6_979_321_856  # Llama-3-8B's decoder linears (8.03B minus embeddings, lm_head and norms)
+    rest = 8_030_261_248 - linear
+    four = estimate(LLAMA3_8B, _lora(4))
+    assert four.parts["weights"] == int(linear * (0.5 + 1 / 64 + 4 / (64 * 256)) + rest * 2)
+    no_double = estimate(LLAMA3_8B, _lora(4, double_quantization=False))
+    assert no_double.parts["weights"] == int(linear * (0.5 + 4 / 64) + rest * 2)
+    eight = estimate(LLAMA3_8B, _lora(8))
+    scales = 32 * (4096 + 1024 + 1024 + 4096 + 14336 + 14336 + 4096) * 4
+    assert eight.parts["weights"] == linear + scales + rest * 2
+    assert four.parts["dequantize"] == 4096 * 14336 * 2  # the largest linear, dequantized to bf16
+    assert four.detail["trainable_parameters"] == 20_971_520  # the adapter is the same as 16-bit LoRA
+
+
+def test_qlora_is_how_16gb_cards_train_8b() -> None:
+    assert not fits(estimate(LLAMA3_8B, _lora(None)), CARD_16GB).fits
+    assert fits(estimate(LLAMA3_8B, _lora(4)), CARD_16GB).fits
+
+
+def test_quantized_full_finetuning_is_refused() -> None:
+    with pytest.raises(EstimateError):
+        estimate(LLAMA2_7B, {"finetuning_type": "full", "quantization_bit": 4})

@@ -1,7 +1,8 @@
 """Pre-flight VRAM estimate for a LoRA (or full) fine-tune of a Llama-style decoder, from its config.json.
 
-An estimate, not a measurement: it is checked against the public Llama-3-8B figure in
-/work/shared/notes/rocm-facts.md (tests/test_estimate.py states the tolerance; README-estimate.md the error).
+An estimate, not a measurement: it is checked against the public Llama-3-8B figure in the project notes'
+rocm-facts.md and LLaMA-Factory's README table (tests/test_estimate.py states the tolerances; the README's
+estimate section the error).
 
 Formula (bytes; h hidden_size, i intermediate_size, L num_hidden_layers, a num_attention_heads,
 k num_key_value_heads, d head_dim = h/a unless given, V vocab_size, b per_device_train_batch_size,
@@ -27,7 +28,19 @@ c = bytes of the compute dtype: 2 for bf16/fp16, 4 for fp32):
   peak         W + trainable + A + overhead, overhead = OVERHEAD["fixed_bytes"] (HIP context, kernels, BLAS
                workspaces) + OVERHEAD["fraction"] * (W + trainable + A) (caching-allocator fragmentation)
 
-Not modelled: quantization_bit (weights counted unquantized: an upper bound), multimodal towers, MoE.
+QLoRA (quantization_bit 4|8 with bitsandbytes, LLaMA-Factory's default quantization_method): the decoder's
+linear layers are stored quantized, everything else (embeddings, lm_head, norms) stays in the compute dtype
+(transformers' bitsandbytes quantizers skip the output layer; nn.Embedding is not a Linear):
+  4-bit        Q = 0.5 byte per weight + one fp32 absmax per block of 64 weights (4/64 B); with
+               double_quantization (LLaMA-Factory's default) the absmax is itself stored in 8 bits with one
+               fp32 constant per 256 blocks: 1/64 + 4/(64*256) B per weight (bitsandbytes blockwise NF4)
+  8-bit        Q = 1 byte per weight + one fp32 scale per output row (LLM.int8 SCB)
+  weights      W = Qbytes * (linear weights) + c * (the rest)
+  dequantize   D = c * (largest linear layer): a layer's weight is dequantized to the compute dtype for its
+               matmul, one at a time (a transient buffer, counted once)
+Other quantization_method values (hqq, eetq...) are counted with the same storage per bit.
+
+Not modelled: multimodal towers, MoE, pre-quantized checkpoints (GPTQ/AWQ weights counted unquantized).
 """
 
 from __future__ import annotations
@@ -46,6 +59,11 @@ LOGITS_BYTES_PER_ELEMENT = 12  # bf16 logits (2) freed as the fp32 copy (4) and 
 RMSNORM_FP32_COPIES = 2  # two RMSNorms per layer, each keeping an fp32 copy of its input
 EAGER_FP32_SOFTMAX_BYTES = 4
 FIT_MARGIN = 0.05  # keep 5 % of the free VRAM spare
+# bitsandbytes 4-bit storage (functional.quantize_4bit): block of 64 weights per fp32 absmax (64 on Radeon
+# too since bitsandbytes#1748, which enabled it for RDNA); double quantization stores the absmax in 8 bits,
+# one fp32 constant per 256 absmax values.
+BNB_BLOCKSIZE = 64
+BNB_NESTED_BLOCKSIZE = 256
 # lora_target names -> (in, out) as functions of the model shape (Llama/Qwen/Mistral naming)
 LINEAR_LAYERS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -168,8 +186,9 @@ def estimate(model_config: Mapping[str, Any], train: Mapping[str, Any]) -> Estim
     kind = str(value(train, "finetuning_type"))
     if kind not in ("lora", "full"):
         raise EstimateError(f"finetuning_type {kind} is not modelled (lora and full are)")
-    if train.get("quantization_bit"):
-        notes.append("quantization_bit is not modelled: weights counted unquantized (an upper bound)")
+    bits = train.get("quantization_bit")
+    if bits and kind != "lora":
+        raise EstimateError("quantization_bit is modelled for LoRA only (QLoRA)")
     params = shape.parameters()
     if kind == "lora":
         rank = int(value(train, "lora_rank"))
@@ -179,8 +198,14 @@ def estimate(model_config: Mapping[str, Any], train: Mapping[str, Any]) -> Estim
             notes.append(f"lora_target names not modelled (left out): {', '.join(sorted(unknown))}")
         trainable = shape.num_hidden_layers * rank * sum(sum(shape.linear(n)) for n in targets)
         weights = params * c
+        dequant = 0
+        if bits:
+            weights, dequant = quantized_weights(
+                shape, int(bits), bool(value(train, "double_quantization")), c
+            )
+            notes.append(f"QLoRA: base weights stored in {bits} bits (bitsandbytes)")
     else:
-        trainable, weights = params, 0
+        trainable, weights, dequant = params, 0, 0
     p = 2 if train.get("pure_bf16") is True else 4
     state = _optimizer_state_bytes(str(value(train, "optim")), p)
     trainable_bytes = trainable * (2 * p + state)
@@ -200,17 +225,15 @@ def estimate(model_config: Mapping[str, Any], train: Mapping[str, Any]) -> Estim
     else:
         checkpoints = 0
         activations = layers * layer + logits
-    tensors = weights + trainable_bytes + activations
+    tensors = weights + trainable_bytes + activations + dequant
     overhead = int(OVERHEAD["fixed_bytes"] + OVERHEAD["fraction"] * tensors)
+    parts = {"weights": weights, "trainable": trainable_bytes, "activations": activations}
+    if dequant:
+        parts["dequantize"] = dequant
     return Estimate(
         shape=shape,
         train=dict(train),
-        parts={
-            "weights": weights,
-            "trainable": trainable_bytes,
-            "activations": activations,
-            "overhead": overhead,
-        },
+        parts={**parts, "overhead": overhead},
         detail={
             "parameters": params,
             "trainable_parameters": trainable,
@@ -220,6 +243,29 @@ def estimate(model_config: Mapping[str, Any], train: Mapping[str, Any]) -> Estim
         },
         notes=notes,
     )
+
+
+def quantized_bytes_per_weight(bits: int, double_quantization: bool = True) -> float:
+    """Bytes per quantized weight, constants included (4-bit blockwise; other widths: bits/8 + the same
+    per-block constants; 8-bit: LLM.int8, whose per-row scales quantized_weights adds)."""
+    if bits == 8:
+        return 1.0
+    if double_quantization:
+        constants = 1 / BNB_BLOCKSIZE + 4 / (BNB_BLOCKSIZE * BNB_NESTED_BLOCKSIZE)
+    else:
+        constants = 4 / BNB_BLOCKSIZE
+    return bits / 8 + constants
+
+
+def quantized_weights(shape: ModelShape, bits: int, double_quantization: bool, c: int) -> tuple[int, int]:
+    """(W, D): the base model's bytes with its decoder linears quantized, and the dequantize buffer."""
+    linears = [shape.linear(n) for n in LINEAR_LAYERS]
+    linear_weights = shape.num_hidden_layers * sum(a * b for a, b in linears)
+    stored = linear_weights * quantized_bytes_per_weight(bits, double_quantization)
+    if bits == 8:
+        stored += shape.num_hidden_layers * sum(out for _, out in linears) * 4  # fp32 scale per row
+    rest = shape.parameters() - linear_weights
+    return int(stored + rest * c), max(a * b for a, b in linears) * c
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from radeonlab.jobs.spec import lf_args
+from radeonlab.jobs.spec import files, kinds, lf_args, needs
 from radeonlab.jobs.spec.load import Spec
 from radeonlab.jobs.spec.problems import ERROR, INFO, WARNING, Problem
 
@@ -96,6 +96,9 @@ def check_spec(spec: Spec, dataset_dir: Path | None = None) -> list[Problem]:
         problems += _check_key(spec, key, value, known, megatron)
     problems += _check_combinations(spec)
     problems += _check_block_files(spec)
+    problems += files.file_problems(spec)
+    problems += needs.key_problems(spec)
+    problems += kinds.export_problems(spec, submitting=False)
     problems += _check_datasets(spec, dataset_dir)
     return problems
 

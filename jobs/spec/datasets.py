@@ -9,19 +9,19 @@ The rules mirror llamafactory 0.9.5 (read in the generator venv, site-packages/l
   the log and exit code 0, so radeonlab reports them as errors before upload.
 - extras/constants.py FILEEXT2TYPE: the file types LLaMA-Factory loads.
 
-Files are streamed line by line (JSON arrays too: elements are parsed as soon as they are complete), so a
-multi-GB file never sits in memory; line numbers come from the file itself.
+Files are streamed row by row (jobs/spec/rows.py), so a multi-GB file never sits in memory, line numbers come
+from the file itself, and a malformed row is reported without stopping the rest of the file: every bad row is
+named in one pass (at most MAX_ROW_PROBLEMS_PER_FILE listed per file, then a count).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from radeonlab.jobs.spec.problems import ERROR, INFO, WARNING, Problem
+from radeonlab.jobs.spec.rows import Malformed, decode_problems, read_rows
 
 # extras/constants.py FILEEXT2TYPE
 FILE_TYPES = {
@@ -37,6 +37,7 @@ MAX_ROW_PROBLEMS_PER_FILE = 20
 # `stage` key -> the stage the workflow passes to get_dataset (train/dpo and train/rm pass "rm").
 DATA_STAGE = {"pt": "pt", "sft": "sft", "rm": "rm", "dpo": "rm", "ppo": "ppo", "kto": "kto"}
 _CITE_DROP = "LLaMA-Factory drops it with a log warning and still exits 0"
+_CITE_LOAD = " (LLaMA-Factory fails to load the dataset)"
 
 
 @dataclass
@@ -101,114 +102,6 @@ class _Reporter:
         if extra > 0:
             self.add(1, f"{extra} more row problems in this file not listed", ERROR)
         return self.problems
-
-
-class _Malformed(Exception):
-    def __init__(self, line: int, message: str) -> None:
-        super().__init__(message)
-        self.line, self.message = line, message
-
-
-# ------------------------------------------------------------------------------------------------ reading
-
-
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(line number, text) of a file, decoding each line on its own so a bad byte names its line.
-
-    UTF-8 never uses byte 0x0A inside a multi-byte sequence, so splitting on b"\\n" first is safe.
-    """
-    with path.open("rb") as f:
-        for number, raw in enumerate(f, 1):
-            try:
-                yield number, raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise _Malformed(
-                    number, f"not UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1})"
-                ) from None
-
-
-def _jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
-    for number, text in _lines(path):
-        if not text.strip():
-            continue
-        try:
-            yield number, json.loads(text)
-        except json.JSONDecodeError as err:
-            raise _Malformed(number, f"malformed JSON: {err.msg} (column {err.colno})") from None
-
-
-def _array_rows(path: Path) -> Iterator[tuple[int, Any]]:
-    """Elements of a top-level JSON array with the line each starts on, parsed incrementally."""
-    decoder = json.JSONDecoder()
-    buf, buf_line, pos = "", 1, 0  # buf[0] is on line buf_line
-    started = expect_comma = finished = False
-    last_line = 1  # line of the last complete token, for "ends too early"
-    lines = _lines(path)
-    eof = False
-
-    def line_at(index: int) -> int:
-        return buf_line + buf.count("\n", 0, index)
-
-    while True:
-        try:
-            _, text = next(lines)
-            buf += text
-            # Only try to parse when a line could have completed an element (saves quadratic re-parsing).
-            if not text.rstrip().endswith(("}", "},", "]", "],", '"', '",')) and len(buf) - pos < 1 << 20:
-                continue
-        except StopIteration:
-            eof = True
-        while True:
-            while pos < len(buf) and buf[pos] in " \t\r\n":
-                pos += 1
-            if pos >= len(buf):
-                break
-            if finished:
-                raise _Malformed(line_at(pos), "malformed JSON: extra data after the closing ]")
-            if not started:
-                if buf[pos] != "[":
-                    raise _Malformed(line_at(pos), "malformed JSON: expected [")
-                started, pos, last_line = True, pos + 1, line_at(pos)
-                continue
-            if buf[pos] == "]":
-                finished, pos = True, pos + 1
-                continue
-            if expect_comma:
-                if buf[pos] != ",":
-                    raise _Malformed(line_at(pos), "malformed JSON: expected , or ] between rows")
-                expect_comma, pos = False, pos + 1
-                continue
-            try:
-                obj, end = decoder.raw_decode(buf, pos)
-            except json.JSONDecodeError as err:
-                incomplete = err.pos >= len(buf.rstrip()) or (
-                    err.msg.startswith("Invalid control character") and err.pos == len(buf) - 1
-                )
-                if incomplete and not eof:
-                    break
-                raise _Malformed(line_at(err.pos), f"malformed JSON: {err.msg}") from None
-            if end >= len(buf) and not eof and not isinstance(obj, dict | list | str):
-                break  # a bare number may continue on the next read
-            last_line = line_at(end - 1)
-            yield line_at(pos), obj
-            pos, expect_comma = end, True
-        # drop what is consumed, keeping line numbers right
-        buf_line += buf.count("\n", 0, pos)
-        buf, pos = buf[pos:], 0
-        if eof:
-            if not finished:
-                raise _Malformed(last_line, "malformed JSON: the file ends before the closing ]")
-            return
-
-
-def iter_json_rows(path: Path) -> Iterator[tuple[int, Any]]:
-    """Rows of a .json/.jsonl file: a JSON array, or JSON Lines (datasets' json loader accepts both)."""
-    with path.open("rb") as f:
-        head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
-    if head.startswith(b"["):
-        yield from _array_rows(path)
-    else:
-        yield from _jsonl_rows(path)
 
 
 # ------------------------------------------------------------------------------------------------ rows
@@ -397,12 +290,9 @@ def check_file(path: Path, attr: DatasetAttr, stage: str) -> list[Problem]:
     if kind in ("parquet", "arrow"):
         rep.add(1, f"{kind} file not validated (binary format)", INFO)
         return rep.finish()
-    if kind in ("text", "csv"):
-        try:
-            for _ in _lines(path):
-                pass
-        except _Malformed as err:
-            rep.add(err.line, err.message)
+    if kind == "text":
+        for bad in decode_problems(path):
+            rep.row(bad.line, bad.message + _CITE_LOAD)
         return rep.finish()
 
     check_row = _ROW_CHECKS.get(attr.formatting)
@@ -411,28 +301,30 @@ def check_file(path: Path, attr: DatasetAttr, stage: str) -> list[Problem]:
         return rep.finish()
     seen_types: dict[str, tuple[str, int]] = {}
     present: set[str] = set()
-    rows = 0
-    try:
-        for line, row in iter_json_rows(path):
-            rows += 1
-            if not isinstance(row, dict):
-                rep.row(line, f"a row must be a JSON object, got {_jtype(row)}")
+    rows = malformed = 0
+    for line, row in read_rows(path, kind):
+        if isinstance(row, Malformed):
+            malformed += 1
+            rep.row(row.line, row.message + _CITE_LOAD)
+            continue
+        rows += 1
+        if not isinstance(row, dict):
+            rep.row(line, f"a row must be a JSON object, got {_jtype(row)}")
+            continue
+        for column, value in row.items():
+            present.add(column)
+            kind_here = _jtype(value)
+            if kind_here == "null":
                 continue
-            for column, value in row.items():
-                present.add(column)
-                kind_here = _jtype(value)
-                if kind_here == "null":
-                    continue
-                first = seen_types.setdefault(column, (kind_here, line))
-                if first[0] != kind_here:
-                    rep.row(
-                        line,
-                        f"`{column}` is a {kind_here} here but a {first[0]} on line {first[1]}: "
-                        "the loader (pyarrow) refuses mixed column types and the run fails",
-                    )
-            check_row(row, line, attr, stage, rep)
-    except _Malformed as err:
-        rep.add(err.line, err.message + " (LLaMA-Factory fails to load the dataset)")
+            first = seen_types.setdefault(column, (kind_here, line))
+            if first[0] != kind_here:
+                rep.row(
+                    line,
+                    f"`{column}` is a {kind_here} here but a {first[0]} on line {first[1]}: "
+                    "the loader (pyarrow) refuses mixed column types and the run fails",
+                )
+        check_row(row, line, attr, stage, rep)
+    if malformed:
         return rep.finish()
     if rows == 0:
         rep.add(1, "no rows")

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from radeonlab.jobs.spec.checks import check_path
+from radeonlab.jobs.spec.needs import spec_need_lines
 from radeonlab.jobs.spec.problems import has_errors
 
 
@@ -20,8 +21,10 @@ from radeonlab.jobs.spec.problems import has_errors
     help="read dataset_info.json and local datasets from this folder instead of the spec's dataset_dir",
 )
 def command(spec: Path, as_json: bool, dataset_dir: Path | None) -> None:
-    """Check a job spec (LLaMA-Factory keys and values, the radeonlab block, local datasets)."""
+    """Check a job spec (LLaMA-Factory keys and values, the radeonlab block, local datasets and files, and
+    the Python packages it needs on the host)."""
     problems = check_path(spec, dataset_dir=dataset_dir)
+    problems += spec_need_lines(spec)  # no host here: what the job needs on one, as info lines
     if as_json:
         click.echo(json.dumps([p.to_dict() for p in problems], indent=1))
     else:

@@ -71,4 +71,30 @@ DEFAULTS: dict[str, object] = {
         "safetensors==0.8.0",
         "matplotlib==3.11.2",
     ],
+    # Optional packages a job's config may need (jobs/spec/needs.py says which key needs which), at the
+    # versions a host's `python_stack_extras` list installs them (names listed there). Each is the
+    # newest release on PyPI (2026-12) that pip resolves beside the pins above without changing any of them
+    # (`pip install --dry-run -c <the pins above> NAME` in a venv holding the stack); that they run on ROCm
+    # is not verified here (no card). bitsandbytes must stay >= 0.50.0: older releases give NaN in 4-bit on
+    # AMD GPUs (unslothai/unsloth#6230; #7535 requires 0.50.0 for AMD).
+    "python_stack_extras_versions": {
+        "wandb": "0.31.0",
+        "tensorboard": "2.21.0",
+        "mlflow": "3.17.2",
+        "swanlab": "0.10.3",
+        "trackio": "0.43.0",
+        "deepspeed": "0.19.8",
+        "bitsandbytes": "0.50.2",
+        "galore-torch": "1.0",
+        "apollo-torch": "1.0.3",
+        "badam": "1.4",
+        "adam-mini": "1.1.1",
+        "liger-kernel": "0.8.5",
+        "torchao": "0.18.0",
+        "ray": "2.60.0",
+        "hqq": "0.2.8.post1",
+        "jieba": "0.42.1",
+        "nltk": "3.10.4",
+        "rouge-chinese": "1.0.3",
+    },
 }

@@ -1,0 +1,173 @@
+"""Files and folders a spec points at through LLaMA-Factory keys: found, listed for upload, or refused.
+
+Every path-valued key of LLaMA-Factory 0.9.5's `train` arguments (hparams/*.py and transformers'
+TrainingArguments, read in the generator venv) is classified in PATH_KEYS. Paths are resolved relative to
+the spec's folder, the way radeonlab resolves dataset_dir and the radeonlab block's files (LLaMA-Factory's
+own examples are written relative to its checkout's root: `deepspeed: examples/deepspeed/ds_z3_config.json`
+is refused here with the spec-relative path as the fix when that file exists from the current directory).
+
+- `file_problems(spec)`: a missing file or folder, as `file:line` errors (shared by check and submit).
+- `local_files(spec)`: (key, local path, host-relative name) for every file to upload; a folder becomes one
+  entry per file inside it. Host-relative names are under `inputs/<key>/` in the job folder.
+- `host_values(spec, job_root)`: the value each such key gets in the rendered config on the host.
+
+Not paths, though their names suggest it: `freeze_extra_modules`, `freeze_trainable_modules`, `lora_target`,
+`additional_target` (module names), `template` (a name from LLaMA-Factory's registry, not a file).
+`model_name_or_path` (uploaded to <job>/model by jobs/plan/render.py local_model_dir), `dataset_dir` and the
+dataset files (jobs/spec/checks.py) have their own handling. Output paths (`output_dir`, `logging_dir`,
+`export_dir`, `cache_dir`, `offload_folder`, `swanlab_logdir`, `profiler_output_dir`) are written on the host.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path, PurePosixPath
+from typing import NamedTuple
+
+from radeonlab.jobs.spec.load import Spec
+from radeonlab.jobs.spec.problems import ERROR, Problem
+
+INPUTS_DIR = "inputs"  # in the job folder: inputs/<key>/<name>
+FILE, FOLDER, FILE_OR_FOLDER, PATH_OR_HUB, INPUT_OR_OUTPUT = (
+    "file", "folder", "file or folder", "path or hub id", "input or output",
+)  # fmt: skip
+# key -> (kind, what LLaMA-Factory / transformers reads there)
+PATH_KEYS: dict[str, tuple[str, str]] = {
+    "deepspeed": (FILE, "a DeepSpeed JSON config (transformers TrainingArguments.deepspeed)"),
+    "fsdp_config": (FILE, "an FSDP JSON config (transformers TrainingArguments.fsdp_config)"),
+    "accelerator_config": (FILE, "an Accelerator JSON config (TrainingArguments.accelerator_config)"),
+    "new_special_tokens_config": (FILE, "a YAML of special-token descriptions (hparams/model_args.py)"),
+    "hyper_parallel_args": (FILE, "a HyperParallel JSON (hparams/finetuning_args.py)"),
+    "generation_config": (PATH_OR_HUB, "a GenerationConfig JSON file, or a model id"),
+    "media_dir": (FOLDER, "the images/videos/audios the dataset names (hparams/data_args.py)"),
+    "tokenized_path": (INPUT_OR_OUTPUT, "tokenized datasets: loaded when the folder exists, else written"),
+    "adapter_name_or_path": (PATH_OR_HUB, "adapter folders or hub ids, comma-separated"),
+    "ref_model": (PATH_OR_HUB, "the reference model (DPO/PPO)"),
+    "ref_model_adapters": (PATH_OR_HUB, "the reference model's adapters"),
+    "reward_model": (PATH_OR_HUB, "the reward model (PPO)"),
+    "reward_model_adapters": (PATH_OR_HUB, "the reward model's adapters"),
+    "resume_from_checkpoint": (FOLDER, "a checkpoint folder to resume from"),
+    "kt_weight_path": (FILE_OR_FOLDER, "KTransformers INT8 expert weights"),
+    "kt_expert_checkpoint_path": (FILE_OR_FOLDER, "KTransformers expert checkpoint"),
+    "export_quantization_dataset": (PATH_OR_HUB, "the calibration dataset of a GPTQ export"),
+}
+# A value of a PATH_OR_HUB key that is surely a path, not a hub id (`org/name`): these prefixes, two or more
+# slashes, or a file extension.
+_PATH_PREFIXES = ("/", "./", "../", "~")
+_FILE_SUFFIX = re.compile(r"\.(json|jsonl|ya?ml|csv|parquet|arrow|txt|safetensors|bin|pt)$", re.I)
+
+
+class LocalFile(NamedTuple):
+    """One file to upload: the key that names it, where it is here, its name under the job folder."""
+
+    key: str
+    local: Path
+    remote: str
+
+
+def _values(key: str, value: object) -> list[str]:
+    """The path strings of a key's value (comma-separated for adapters); inline dicts / JSON have none."""
+    if not isinstance(value, str) or not value.strip() or value.lstrip().startswith("{"):
+        return []
+    if key.endswith(("adapter_name_or_path", "_adapters")):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return [value.strip()]
+
+
+def _looks_local(value: str) -> bool:
+    return value.startswith(_PATH_PREFIXES) or value.count("/") >= 2 or bool(_FILE_SUFFIX.search(value))
+
+
+def _resolve(spec: Spec, value: str) -> Path:
+    return (spec.base_dir / Path(value).expanduser()).resolve()
+
+
+def _wanted(spec: Spec) -> list[tuple[str, str, str, Path]]:
+    """(key, kind, value, resolved path) for every path value that is local (or must be)."""
+    out = []
+    for key, (kind, _) in PATH_KEYS.items():
+        for value in _values(key, spec.train.get(key)):
+            path = _resolve(spec, value)
+            if kind == PATH_OR_HUB and not path.exists() and not _looks_local(value):
+                continue  # a hub id
+            out.append((key, kind, value, path))
+    return out
+
+
+def file_problems(spec: Spec) -> list[Problem]:
+    """Path values that point at nothing (or at the wrong kind of thing), with file:line."""
+    file, out = str(spec.path), []
+    for key, kind, value, path in _wanted(spec):
+        line, what = spec.line_of(key), PATH_KEYS[key][1]
+        if kind == INPUT_OR_OUTPUT and not path.exists():
+            continue  # LLaMA-Factory writes the tokenized dataset there (on the host)
+        if not path.exists():
+            out.append(
+                Problem(
+                    file,
+                    line,
+                    f"`{key}: {value}`: not found ({path}; paths are relative to the spec's folder); "
+                    f"it should be {what}",
+                    ERROR,
+                    _relative_fix(spec, key, value),
+                )
+            )
+        elif kind == FILE and not path.is_file():
+            out.append(Problem(file, line, f"`{key}: {value}` is a folder; it should be {what}", ERROR))
+        elif kind in (FOLDER,) and not path.is_dir():
+            out.append(Problem(file, line, f"`{key}: {value}` is a file; it should be {what}", ERROR))
+    return out
+
+
+def _relative_fix(spec: Spec, key: str, value: str) -> str:
+    """The spec-relative spelling of a path that exists from the current directory (LLaMA-Factory's way)."""
+    from_cwd = Path(value).expanduser().resolve()
+    if from_cwd.exists():
+        return f"{key}: {os.path.relpath(from_cwd, spec.base_dir.resolve())}"
+    return f"give {key} a path relative to the spec's folder ({spec.base_dir}), or remove it"
+
+
+def _names(spec: Spec) -> dict[tuple[str, str], str]:
+    """(key, value) -> host-relative name inputs/<key>/<name>; two values of one key never share a name."""
+    names: dict[tuple[str, str], str] = {}
+    for key, _kind, value, path in _wanted(spec):
+        taken = {n for (k, _), n in names.items() if k == key}
+        name = PurePosixPath(INPUTS_DIR, key, path.name or "input").as_posix()
+        i = 2
+        while name in taken:
+            name = PurePosixPath(INPUTS_DIR, key, f"{i}-{path.name}").as_posix()
+            i += 1
+        names[(key, value)] = name
+    return names
+
+
+def local_files(spec: Spec) -> list[LocalFile]:
+    """Every local file the spec's path keys name, with its host-relative name (folders: file by file).
+
+    Call after file_problems(spec) is clean; paths that do not exist are left out."""
+    names, out = _names(spec), []
+    for key, _kind, value, path in _wanted(spec):
+        base = names[(key, value)]
+        if path.is_file():
+            out.append(LocalFile(key, path, base))
+        elif path.is_dir():
+            for inner in sorted(p for p in path.rglob("*") if p.is_file()):
+                rel = inner.relative_to(path).as_posix()
+                out.append(LocalFile(key, inner, f"{base}/{rel}"))
+    return out
+
+
+def host_values(spec: Spec, job_root: str | PurePosixPath) -> dict[str, str]:
+    """The rendered config's value of every path key that names local things: absolute host paths under
+    `<job_root>/inputs/<key>/` (comma-joined for several adapters). Hub ids stay as written."""
+    names, out = _names(spec), {}
+    for key in PATH_KEYS:
+        values = _values(key, spec.train.get(key))
+        if not values or not any((key, v) in names for v in values):
+            continue
+        rewritten = [
+            str(PurePosixPath(job_root) / names[(key, v)]) if (key, v) in names else v for v in values
+        ]
+        out[key] = ",".join(rewritten)
+    return out
