@@ -29,7 +29,9 @@ from radeonlab.jobs.plan import nodes as nodes_module
 from radeonlab.jobs.plan import preflight
 from radeonlab.jobs.plan.placement import card_problems, free_memory, needs_of, place
 from radeonlab.jobs.plan.render import Rendered, render
-from radeonlab.jobs.spec import lf_args
+from radeonlab.jobs.spec import files as config_files
+from radeonlab.jobs.spec import kinds, lf_args
+from radeonlab.jobs.spec import needs as needs_module
 from radeonlab.jobs.spec.checks import DATASET_INFO, check_spec
 from radeonlab.jobs.spec.load import Spec, load, with_overrides
 from radeonlab.jobs.spec.problems import ERROR, Problem
@@ -192,9 +194,10 @@ class JobPlan:
 
 
 def load_checked(spec_path: str | Path, overrides: Sequence[str] = ()) -> tuple[Spec, list[Problem]]:
-    """The spec (with `key=value` overrides) and its findings; ChecksFailedError when any is an error."""
+    """The spec (with `key=value` overrides) and its findings; ChecksFailedError when any is an error
+    (an export config is one: it is `radeonlab export`'s)."""
     spec = with_overrides(load(spec_path), list(overrides))
-    problems = check_spec(spec)
+    problems = check_spec(spec) + kinds.export_problems(spec, submitting=True)
     errors = [p for p in problems if p.severity == ERROR]
     if errors:
         raise ChecksFailedError(
@@ -237,11 +240,18 @@ def dataset_files(spec: Spec, info: dict[str, Any]) -> list[Path]:
 
 
 def uploads_of(spec: Spec, model: model_module.ModelInfo, info: dict[str, Any]) -> list[Upload]:
-    """Every local file the job needs, hashed once (the same list for every node)."""
+    """Every local file the job needs, hashed once (the same list for every node): datasets, a local model
+    folder, the radeonlab block's files, and files the config's own keys name (a deepspeed JSON...)."""
     out = [Upload(LocalFile.of(p), f"data/{p.name}") for p in dataset_files(spec, info)]
     out += [Upload(LocalFile.of(p), f"model/{p.name}") for p in model.files]
     out += [Upload(LocalFile.of(spec.base_dir / f), Path(f).name) for f in spec.radeonlab.files]
+    out += [Upload(LocalFile.of(f.path), f.name) for f in config_files.local_files(spec)]
     return out
+
+
+def host_problems(spec: Spec, record: HostRecord) -> list[Problem]:
+    """What the config needs that this host's venv lacks (jobs/spec/needs.py), each with the fix."""
+    return needs_module.missing(needs_module.needs(spec), record.packages)
 
 
 def choose_targets(
@@ -310,6 +320,13 @@ def plan_job(
             problems_here = card_problems(needs, record.training_gpus())
             if problems_here:
                 raise PlacementError(f"{record.host}: {'; '.join(problems_here)}")
+            lacking = host_problems(spec, record)
+            if lacking:
+                raise ChecksFailedError(
+                    f"{record.host} lacks what {spec.path.name} needs: {lacking[0].message}; "
+                    f"fix: {lacking[0].fix}; nothing uploaded",
+                    lacking,
+                )
         extra: dict[str, tuple[Any, str]] = {}
         spec_used, common_note = spec, None
         ranks = nodes_module.plan_nodes(chosen)
@@ -322,6 +339,13 @@ def plan_job(
         ):
             gpus = record.training_gpus()
             job = record.job_dir(job_id)
+            extra_here = {
+                **extra,
+                **{
+                    k: (v, "uploaded with the job")
+                    for k, v in config_files.host_values(spec, job.root).items()
+                },
+            }
             rendered = render(
                 spec_used,
                 record,
@@ -329,7 +353,7 @@ def plan_job(
                 gpus=gpus,
                 model_local=model.local_dir is not None,
                 base_dataset_info=info,
-                extra=extra,
+                extra=extra_here,
             )
             if common_note:
                 rendered.notes.insert(0, common_note)
