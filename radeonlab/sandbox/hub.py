@@ -37,6 +37,7 @@ from radeonlab.sandbox.hubhttp import Handler, Request, Transfer
 
 ADDRESS = "127.0.0.1"
 STARTUP_TIMEOUT_S = 10
+SETTLE_TIMEOUT_S = 5  # the longest transfers()/requests() wait for requests in progress to finish
 
 
 class _Counters:
@@ -88,7 +89,7 @@ class Hub(_Counters):
         _check_loopback(address)
         self.catalog = catalog
         self.down = False
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._transfers: list[Transfer] = []
         self._requests: list[Request] = []
         self._cuts: dict[tuple[str, str], tuple[int, bool]] = {}
@@ -142,11 +143,15 @@ class Hub(_Counters):
             self._cuts[(repo_id, path)] = (after_bytes, then_down)
 
     def transfers(self) -> list[Transfer]:
+        """The file bodies sent so far, once the requests in progress have finished (a client may hold the
+        last byte a moment before the server thread records the transfer) or SETTLE_TIMEOUT_S has passed."""
         with self._lock:
+            self._lock.wait_for(lambda: not self._active, timeout=SETTLE_TIMEOUT_S)
             return list(self._transfers)
 
     def requests(self) -> list[Request]:
         with self._lock:
+            self._lock.wait_for(lambda: not self._active, timeout=SETTLE_TIMEOUT_S)
             return list(self._requests)
 
     def record(self, item: Transfer | Request) -> None:
@@ -160,6 +165,7 @@ class Hub(_Counters):
     def track(self, sock: socket.socket, add: bool) -> None:
         with self._lock:
             (self._active.add if add else self._active.discard)(sock)
+            self._lock.notify_all()
 
     def sign(self, text: str) -> str:
         return hmac.new(self._secret, text.encode(), hashlib.sha256).hexdigest()[:32]
