@@ -6,9 +6,10 @@ For tests, every file body sent is recorded as a Transfer (who, which file, from
 whether it reached the end): `bytes_served()` and `downloads()` count them per file and per client. A client
 is its token's name ("token:granted"), else the `origin/...` its User-Agent carries (HF_HUB_USER_AGENT_ORIGIN,
 "origin:ws1"), else its address ("addr:127.0.0.1": every loopback client looks the same).
-Faults: `cut(repo, file, after_bytes)` stops the next transfer of that file mid-way (its connection closes;
-the Hub then goes down unless told otherwise); `set_down(True)` closes every new connection unanswered, as a
-dead server would; `stop()` / `start()` close and reopen the port.
+Faults: `set_rate(bytes_per_s)` is a slow link; `cut(repo, file, after_bytes)` stops the next transfer of
+that file mid-way (its connection closes; the Hub then goes down unless told otherwise); `set_down(True)`
+closes every new connection unanswered, as a dead server would; `stop()` / `start()` close and reopen the
+port.
 
 In-process: `with serve(catalog) as hub: hub.url`. As a child process: `with spawn(catalog) as hub:` (the
 same questions and faults, over the child's stdin; the child ends when that pipe closes, so it dies with
@@ -93,6 +94,7 @@ class Hub(_Counters):
         self._transfers: list[Transfer] = []
         self._requests: list[Request] = []
         self._cuts: dict[tuple[str, str], tuple[int, bool]] = {}
+        self._rate: int | None = None
         self._active: set[socket.socket] = set()
         self._secret = secrets.token_bytes(16)  # signs the LFS download URLs this Hub hands out
         self._address = (address, port)
@@ -141,6 +143,14 @@ class Hub(_Counters):
         """The next body sent of `path` stops after `after_bytes` bytes and its connection closes."""
         with self._lock:
             self._cuts[(repo_id, path)] = (after_bytes, then_down)
+
+    def set_rate(self, bytes_per_s: int | None) -> None:
+        """Send file bodies no faster than this (None: as fast as possible): a slow link, so that two
+        clients' downloads overlap."""
+        self._rate = bytes_per_s
+
+    def rate(self) -> int | None:
+        return self._rate
 
     def transfers(self) -> list[Transfer]:
         """The file bodies sent so far, once the requests in progress have finished (a client may hold the
@@ -218,6 +228,9 @@ class HubProcess(_Counters):
     def set_down(self, down: bool = True) -> None:
         self._call("set_down", down=down)
 
+    def set_rate(self, bytes_per_s: int | None) -> None:
+        self._call("set_rate", bytes_per_s=bytes_per_s)
+
     def kill(self) -> None:
         """A crash: SIGKILL, no clean shutdown; open downloads see their connection reset."""
         self._proc.kill()
@@ -279,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
             op, kwargs = command["op"], command.get("args", {})
             if op in ("transfers", "requests"):
                 result: Any = [asdict(x) for x in getattr(hub, op)()]
-            elif op in ("cut", "set_down"):
+            elif op in ("cut", "set_down", "set_rate"):
                 result = getattr(hub, op)(**kwargs)
             else:
                 result = {"error": f"unknown op {op}"}

@@ -24,6 +24,7 @@ import hmac
 import json
 import re
 import socket
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from typing import Any, Protocol
@@ -38,7 +39,8 @@ ORIGIN = re.compile(r"(?:^|; )origin/([^;]+)")
 
 @dataclass(frozen=True)
 class Transfer:
-    """One file body sent: `start` is the first byte (a resumed download starts past 0)."""
+    """One file body sent: `start` is the first byte (a resumed download starts past 0); `began` and
+    `ended` are wall-clock times (time.time()), to tell which requests overlapped."""
 
     client: str
     repo_type: str
@@ -48,6 +50,8 @@ class Transfer:
     start: int
     sent: int
     size: int
+    began: float
+    ended: float
 
     @property
     def complete(self) -> bool:
@@ -60,6 +64,7 @@ class Request:
     path: str
     status: int
     client: str
+    at: float  # time.time() when it arrived
 
 
 class HubState(Protocol):
@@ -71,6 +76,8 @@ class HubState(Protocol):
     def record(self, item: Transfer | Request) -> None: ...
 
     def take_cut(self, repo_id: str, path: str) -> tuple[int, bool] | None: ...
+
+    def rate(self) -> int | None: ...
 
     def sign(self, text: str) -> str: ...
 
@@ -97,6 +104,7 @@ class Handler(BaseHTTPRequestHandler):
     # --- dispatch ---
     def _handle(self, head: bool) -> None:
         hub: HubState = self.server.hub
+        arrived = time.time()
         url = urlsplit(self.path)
         segs = [unquote(s) for s in url.path.split("/")[1:]]
         self._query = parse_qs(url.query)
@@ -119,7 +127,7 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 self._resolve(segs)
         finally:
-            hub.record(Request(self.command, self.path, self._status, self._client))
+            hub.record(Request(self.command, self.path, self._status, self._client, arrived))
 
     def _api(self, segs: list[str]) -> None:
         if segs == ["whoami-v2"]:
@@ -264,7 +272,7 @@ class Handler(BaseHTTPRequestHandler):
         hub: HubState = self.server.hub
         cut = hub.take_cut(repo.repo_id, file.path)
         limit = end - start + 1 if cut is None else min(cut[0], end - start + 1)
-        sent = 0
+        rate, sent, began = hub.rate(), 0, time.time()
         try:
             with file.open() as f:
                 f.seek(start)
@@ -274,13 +282,13 @@ class Handler(BaseHTTPRequestHandler):
                         break
                     self.wfile.write(chunk)
                     sent += len(chunk)
+                    if rate:  # a slow link: no faster than `rate` bytes per second
+                        time.sleep(max(0.0, began + sent / rate - time.time()))
         except OSError:  # the client went away mid-file: record what was sent
             pass
         finally:
-            transfer = Transfer(
-                self._client, repo.repo_type, repo.repo_id, commit.sha, file.path, start, sent, file.size
-            )
-            hub.record(transfer)
+            where = (repo.repo_type, repo.repo_id, commit.sha, file.path)
+            hub.record(Transfer(self._client, *where, start, sent, file.size, began, time.time()))
         if cut is not None:
             hub.down = hub.down or cut[1]  # before the client sees the cut, so its retry meets a dead Hub
             self.close_connection = True
