@@ -14,7 +14,8 @@ port.
 In-process: `with serve(catalog) as hub: hub.url`. As a child process: `with spawn(catalog) as hub:` (the
 same questions and faults, over the child's stdin; the child ends when that pipe closes, so it dies with
 its parent); `kill()` is a crash (SIGKILL), `restart()` a new process on the same port (counters from zero).
-CLI (the child): python -m radeonlab.sandbox.hub [--address A] [--port N], catalog JSON on stdin's first line.
+CLI (the child): python -m radeonlab.sandbox.hub [--address A] [--port N] [--tiny-model DIR --demo-data DIR]
+(without the folders: the catalog JSON on stdin's first line); prints its URL, serves until stdin closes.
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ import sys
 import threading
 from dataclasses import asdict
 from http.server import ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
-from radeonlab.sandbox.hubcatalog import HubCatalog
+from radeonlab.sandbox.hubcatalog import HubCatalog, sandbox_catalog
 from radeonlab.sandbox.hubhttp import Handler, Request, Transfer
 
 ADDRESS = "127.0.0.1"
@@ -279,12 +281,18 @@ def _check_loopback(address: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Child process: the catalog JSON on stdin's first line, then one JSON command per line."""
+    """Child process: the catalog JSON on stdin's first line (or the sandbox catalog built from --tiny-model
+    and --demo-data folders), then one JSON command per line until stdin closes."""
     parser = argparse.ArgumentParser(description="Serve the SIMULATED Hugging Face Hub on loopback")
     parser.add_argument("--address", default=ADDRESS)
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--tiny-model", type=Path, help="tinymodel.py's folder: serve the sandbox catalog")
+    parser.add_argument("--demo-data", type=Path, help="demodata.py's folder (with --tiny-model)")
     args = parser.parse_args(argv)
-    catalog = HubCatalog.from_json(sys.stdin.readline())
+    if args.tiny_model and args.demo_data:
+        catalog = sandbox_catalog(args.tiny_model, args.demo_data)
+    else:
+        catalog = HubCatalog.from_json(sys.stdin.readline())
     with serve(catalog, args.address, args.port) as hub:
         print(hub.url, flush=True)
         for line in sys.stdin:  # ends at EOF: the parent closed the pipe or died
