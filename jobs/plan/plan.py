@@ -30,7 +30,7 @@ from radeonlab.jobs.plan import preflight
 from radeonlab.jobs.plan.placement import card_problems, free_memory, needs_of, place
 from radeonlab.jobs.plan.render import Rendered, render
 from radeonlab.jobs.spec import files as config_files
-from radeonlab.jobs.spec import kinds, lf_args
+from radeonlab.jobs.spec import hub, kinds, lf_args
 from radeonlab.jobs.spec import needs as needs_module
 from radeonlab.jobs.spec.checks import DATASET_INFO, check_spec
 from radeonlab.jobs.spec.load import Spec, load, with_overrides
@@ -42,7 +42,7 @@ from radeonlab.jobs.ssh.transfer import LocalFile, blobs_present
 from radeonlab.contract.jobdir import JobDir
 from radeonlab.contract.jobid import new_job_id
 from radeonlab.contract.records import Attempt, GpuRecord, HostRecord, JobRecord
-from radeonlab.errors import ChecksFailedError, InputError, InventoryError, PlacementError
+from radeonlab.errors import ChecksFailedError, InputError, InventoryError, ModelError, PlacementError
 
 Say = Callable[[str], None]
 
@@ -254,6 +254,29 @@ def host_problems(spec: Spec, record: HostRecord) -> list[Problem]:
     return needs_module.missing(needs_module.needs(spec), record.packages)
 
 
+def cached_model_env(remote: Remote, record: HostRecord, model: model_module.ModelInfo) -> dict[str, str]:
+    """The job's Hub environment on this host: the shared model cache, and HF_HUB_OFFLINE=1 when the cache
+    already holds the whole revision (the job then needs no Hub). With the Hub unreachable from the laptop,
+    a host whose cache lacks the model is refused."""
+    env = {"HF_HUB_CACHE": record.model_cache} if record.model_cache else {}
+    if not model.hub:
+        return env
+    revision = model.sha or model.revision or "main"
+    result = remote.tool(
+        "models", ["complete", model.name, revision], python=f"{record.venv}/bin/python", env=env, check=False
+    )
+    if result.exit_code == 0 and result.last_json().get("complete"):
+        return {**env, "HF_HUB_OFFLINE": "1"}
+    if model.offline:
+        raise ModelError(
+            f"{model.name}: the Hub is unreachable from this laptop and {record.host}'s model cache does "
+            f"not hold it ({result.last_json().get('reason') or 'incomplete'}); pull it first when the Hub "
+            "is back: "
+            f"radeonlab models pull {model.name} --limit {record.host}"
+        )
+    return env
+
+
 def choose_targets(
     targets: dict[str, HostTarget], wanted: str | None, spec: Spec, needs: Any, count: int, say: Say
 ) -> tuple[list[HostTarget], list[str], list[str]]:
@@ -291,14 +314,18 @@ def plan_job(
     if not targets:
         raise InventoryError(f"{inventory}: the inventory has no hosts")
     count = nodes or spec.radeonlab.nodes
-    model = model_module.resolve(spec)
+    env_in = os.environ if environ is None else environ
+    model = model_module.resolve(spec, model_module.endpoint_of(targets, env_in), env_in)
     needs = needs_of(spec, model.config, model.note)
     chosen, placed, lines = choose_targets(targets, host or spec.radeonlab.host, spec, needs, count, say)
     info = local_dataset_info(spec) or {}
     uploads = uploads_of(spec, model, info)
-    plain, secret = secrets.job_env(
-        spec.radeonlab.env, spec.radeonlab.forward_env, os.environ if environ is None else environ
-    )
+    plain, secret = secrets.job_env(spec.radeonlab.env, spec.radeonlab.forward_env, env_in)
+    token = hub.laptop_token(env_in)
+    if model.hub and token.value and "HF_TOKEN" not in secret:  # the client's login file: same channel
+        secret["HF_TOKEN"] = token.value
+    if model.endpoint:
+        plain.setdefault("HF_ENDPOINT", model.endpoint)
     job_id = new_job_id(Path(spec_path).stem)
     plan = JobPlan(
         job_id,
@@ -340,6 +367,11 @@ def plan_job(
             gpus = record.training_gpus()
             job = record.job_dir(job_id)
             extra_here = {
+                **(
+                    {"model_revision": (model.sha, "the exact commit the revision resolved to")}
+                    if model.sha
+                    else {}
+                ),
                 **extra,
                 **{
                     k: (v, "uploaded with the job")
@@ -360,9 +392,7 @@ def plan_job(
             free = free_memory(view, gpus[0]) if gpus else None
             check = preflight.check(model.config, rendered.config, free, model.note)
             preflight.enforce(check, strict, record.host)
-            env = dict(plain)
-            if record.model_cache:
-                env.setdefault("HF_HUB_CACHE", record.model_cache)  # the host's shared model cache
+            env = {**plain, **cached_model_env(remote, record, model)}
             block: dict[str, Any] = {}
             if count > 1:
                 env.update(nodes_module.node_env(node.rank, ranks, port, max(1, len(gpus)), target))

@@ -78,6 +78,7 @@ def build_record(
     venv: str,
     jobs_dir: str,
     cpu_only: bool,
+    model_cache: str = "",
     rocm: Mapping[str, Any],
     report: Mapping[str, Any] | None,
     llamafactory_version: str,
@@ -108,6 +109,7 @@ def build_record(
         llamafactory_version=(report.get("versions") or {}).get("llamafactory") or llamafactory_version,
         gpus=[GpuRecord(**gpu_entry(g)) for g in gpus],
         packages=dict(report.get("packages") or {}),
+        model_cache=model_cache,
         problem=problem,
     )
     return record.to_dict()
