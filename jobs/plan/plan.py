@@ -249,6 +249,23 @@ def uploads_of(spec: Spec, model: model_module.ModelInfo, info: dict[str, Any]) 
     return out
 
 
+def limit_problem(spec: Spec, record: HostRecord) -> str | None:
+    """A memory limit that cannot work on this host (README "Memory limits"), or None."""
+    limits = spec.radeonlab.limits
+    on_gpu = bool(record.training_gpus()) and not record.cpu_torch
+    if limits.get("address_space_gb") and on_gpu:
+        return (
+            f"{record.host}: limits.address_space_gb (RLIMIT_AS) breaks ROCm, which reserves large virtual "
+            "address ranges at start-up: use limits.memory_gb (a cgroup limit) on a GPU host"
+        )
+    if limits.get("memory_gb") and not record.systemd:
+        return (
+            f"{record.host}: limits.memory_gb is a cgroup limit set through systemd (systemd-run --user "
+            "--scope), and this host does not run systemd; on a CPU host use limits.address_space_gb"
+        )
+    return None
+
+
 def host_problems(spec: Spec, record: HostRecord) -> list[Problem]:
     """What the config needs that this host's venv lacks (jobs/spec/needs.py), each with the fix."""
     return needs_module.missing(needs_module.needs(spec), record.packages)
@@ -347,6 +364,9 @@ def plan_job(
             problems_here = card_problems(needs, record.training_gpus())
             if problems_here:
                 raise PlacementError(f"{record.host}: {'; '.join(problems_here)}")
+            limits_problem = limit_problem(spec, record)
+            if limits_problem:
+                raise InputError(limits_problem)
             lacking = host_problems(spec, record)
             if lacking:
                 raise ChecksFailedError(

@@ -13,7 +13,7 @@ from typing import Any
 
 BLOCK_KEY = "radeonlab"
 REMEDY_NAMES = ("nan", "oom")
-LIMIT_NAMES = ("address_space_gb",)
+LIMIT_NAMES = ("address_space_gb", "memory_gb")
 
 
 @dataclass

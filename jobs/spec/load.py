@@ -18,7 +18,9 @@
                                          # env.secret only, never job.json
       forward_env: [WANDB_API_KEY]       # variables of the laptop's environment to pass on as secrets
                                          # (HF_TOKEN always is, when set)
-      limits: {address_space_gb: 24}     # RLIMIT_AS (ulimit -v) of the training process: a runaway job
+      limits: {memory_gb: 48}            # a cgroup memory limit (systemd-run MemoryMax=) on GPU hosts;
+                                         # address_space_gb: RLIMIT_AS (ulimit -v), CPU hosts only
+                                         # (HIP reserves large address ranges at start-up). A runaway job
                                          # fails with an allocation error (and the OOM remedy) instead of
                                          # driving the host into swap or the kernel OOM killer
 

@@ -86,6 +86,7 @@ def build_record(
     written_at: str,
     allow_cpu: bool = False,
     problem: str | None = None,
+    systemd: bool = False,
 ) -> dict[str, Any]:
     """The host record (contract HostRecord) as JSON-ready data; `problem` set means: not usable, and why."""
     report = report or {}
@@ -110,6 +111,7 @@ def build_record(
         gpus=[GpuRecord(**gpu_entry(g)) for g in gpus],
         packages=dict(report.get("packages") or {}),
         model_cache=model_cache,
+        systemd=systemd,
         problem=problem,
     )
     return record.to_dict()
