@@ -27,7 +27,7 @@ from radeonlab.jobs.host.remedies import STEP_KEYS
 from radeonlab.jobs.plan import model as model_module
 from radeonlab.jobs.plan import nodes as nodes_module
 from radeonlab.jobs.plan import preflight
-from radeonlab.jobs.plan.placement import card_problems, free_memory, needs_of, place
+from radeonlab.jobs.plan.placement import card_problems, estimate_train, free_memory, needs_of, place
 from radeonlab.jobs.plan.render import Rendered, render
 from radeonlab.jobs.spec import files as config_files
 from radeonlab.jobs.spec import hub, kinds, lf_args
@@ -410,7 +410,8 @@ def plan_job(
             if common_note:
                 rendered.notes.insert(0, common_note)
             free = free_memory(view, gpus[0]) if gpus else None
-            check = preflight.check(model.config, rendered.config, free, model.note)
+            sized = estimate_train(spec_used.train, record, gpus)  # the card's precision (see there)
+            check = preflight.check(model.config, {**rendered.config, **sized}, free, model.note)
             preflight.enforce(check, strict, record.host)
             env = {**plain, **cached_model_env(remote, record, model)}
             block: dict[str, Any] = {}
