@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -101,6 +102,7 @@ class JobPlan:
     secret_names: list[str]
     allow_shared: bool = False
     placement: list[str] = field(default_factory=list)  # the lines placement printed
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per planning phase (submit --verbose)
     _secrets: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
@@ -191,6 +193,19 @@ class JobPlan:
                 for n in self.nodes
             ],
         }
+
+
+class Clock:
+    """Seconds per phase, for `submit --verbose` and the benchmark (where a submit's time goes)."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._t = time.monotonic()
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.laps[name] = round(self.laps.get(name, 0.0) + now - self._t, 4)
+        self._t = now
 
 
 def load_checked(spec_path: str | Path, overrides: Sequence[str] = ()) -> tuple[Spec, list[Problem]]:
@@ -326,17 +341,23 @@ def plan_job(
     say: Say = print,
 ) -> JobPlan:
     """Decide the job (see the module docstring). The returned plan holds open connections: close it."""
+    clock = Clock()
     spec, problems = load_checked(spec_path, overrides)
+    clock.lap("checks")
     targets = load_inventory(inventory)
+    clock.lap("inventory")
     if not targets:
         raise InventoryError(f"{inventory}: the inventory has no hosts")
     count = nodes or spec.radeonlab.nodes
     env_in = os.environ if environ is None else environ
     model = model_module.resolve(spec, model_module.endpoint_of(targets, env_in), env_in)
+    clock.lap("model")
     needs = needs_of(spec, model.config, model.note)
     chosen, placed, lines = choose_targets(targets, host or spec.radeonlab.host, spec, needs, count, say)
+    clock.lap("placement")
     info = local_dataset_info(spec) or {}
     uploads = uploads_of(spec, model, info)
+    clock.lap("hashing")
     plain, secret = secrets.job_env(spec.radeonlab.env, spec.radeonlab.forward_env, env_in)
     token = hub.laptop_token(env_in)
     if model.hub and token.value and "HF_TOKEN" not in secret:  # the client's login file: same channel
@@ -358,7 +379,9 @@ def plan_job(
     )
     with contextlib.ExitStack() as opened:  # on any refusal below, every connection opened so far closes
         remotes = [opened.enter_context(connect(t)) for t in chosen]
+        clock.lap("connect")
         views = [read_host(r) for r in remotes]
+        clock.lap("host record")
         records = [require_record(v, str(inventory)) for v in views]
         for record in records:
             problems_here = card_problems(needs, record.training_gpus())
@@ -441,5 +464,7 @@ def plan_job(
         if ask_blobs:
             for n in plan.nodes:
                 n.present = blobs_present(n.remote, [u.local for u in n.uploads], n.record.blobs_dir)
+        clock.lap("render, estimate, blobs")
+        plan.timings = clock.laps
         opened.pop_all()
     return plan
