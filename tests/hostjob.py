@@ -98,21 +98,32 @@ def run_launcher(job: JobDir, venv: Path, **options: Any) -> int:
     return subprocess.run(command, timeout=120).returncode
 
 
-def tool(job: JobDir, module: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    """`python3 -m radeonlab.jobs.host.<module> ARGS` from the job's copy of the host code.
+def run_tool(
+    code: str | Path,
+    module: str,
+    *args: str,
+    stdin: str | None = None,
+    cwd: str | Path | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess:
+    """`python3 -m radeonlab.jobs.host.<module> ARGS` with only the host code `code` on PYTHONPATH.
 
-    Run in the job folder: `-m` puts the working directory first on sys.path, and this checkout's own
-    radeonlab/ package must not stand in for the shipped one."""
-    env = {**os.environ, "PYTHONPATH": job.code}
+    Run in `cwd` (default: `code`): `-m` puts the working directory first on sys.path, and this checkout's
+    own radeonlab/ package must not stand in for the shipped one."""
     return subprocess.run(
         [HOST_PYTHON, "-m", f"radeonlab.jobs.host.{module}", *args],
-        cwd=job.root,
+        cwd=cwd or code,
         input=stdin,
         capture_output=True,
         text=True,
-        env=env,
+        env={**os.environ, **(env or {}), "PYTHONPATH": str(code)},
         timeout=120,
     )
+
+
+def tool(job: JobDir, module: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """A host tool from the job's own copy of the host code, run in the job folder."""
+    return run_tool(job.code, module, *args, stdin=stdin, cwd=job.root)
 
 
 def start(job: JobDir, venv: Path, **options: Any) -> dict[str, Any]:
