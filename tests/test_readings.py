@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from radeonlab.jobs.host.probe import probe
 from radeonlab.jobs.host.readings import (
-    parse_readings_output,
     parse_rocm_smi_json,
     parse_rocm_smi_text,
     parse_sysfs_values,
-    readings_script,
+    read_gpus,
 )
 
 FIX = Path(__file__).parent / "fixtures" / "readings"
@@ -89,38 +89,54 @@ def test_sysfs_values_units_and_nul_padding() -> None:
     assert (apu.index, apu.temp_c, apu.vram_total) == (3, 25.0, 4294967296) and apu.power_w is not None
 
 
-def test_remote_script_against_a_sysfs_tree(tmp_path: Path) -> None:
-    """Run the script itself with sh over a tree built from the recorded card files.
-
-    The drm/kfd layout around them (renderD links, KFD properties with drm_render_minor) is constructed
-    here, as the kernel lays it out; an Intel card (vendor 0x8086) is present and must be skipped."""
-    devices = tmp_path / "devices"
+def sysfs_tree(root: Path) -> Path:
+    """A /sys built from the recorded card files: the drm/kfd layout around them (renderD links, KFD
+    properties with drm_render_minor) is constructed here, as the kernel lays it out, with an Intel card
+    (vendor 0x8086) that must be skipped. The folder name would break any shell that interpreted it."""
+    sys_root = root / "sys 'q' $(touch PWNED)"
+    devices = sys_root / "devices"
     shutil.copytree(RX6900XT, devices / "rx6900xt")
     shutil.copytree(PHOENIX, devices / "phoenix")
     (devices / "intel").mkdir()
     (devices / "intel" / "vendor").write_text("0x8086\n")
     for minor, dev in ((128, "phoenix"), (129, "rx6900xt"), (130, "intel")):
-        (tmp_path / f"class/drm/renderD{minor}").mkdir(parents=True)
-        (tmp_path / f"class/drm/renderD{minor}/device").symlink_to(devices / dev)
+        (sys_root / f"class/drm/renderD{minor}").mkdir(parents=True)
+        (sys_root / f"class/drm/renderD{minor}/device").symlink_to(devices / dev)
     for node, minor in ((0, 0), (1, 129), (2, 128)):
-        (tmp_path / f"class/kfd/kfd/topology/nodes/{node}").mkdir(parents=True)
-        (tmp_path / f"class/kfd/kfd/topology/nodes/{node}/properties").write_text(
+        (sys_root / f"class/kfd/kfd/topology/nodes/{node}").mkdir(parents=True)
+        (sys_root / f"class/kfd/kfd/topology/nodes/{node}/properties").write_text(
             f"cpu_cores_count 0\ndrm_render_minor {minor}\n"
         )
-    result = subprocess.run(
-        ["sh", "-s"], input=readings_script(str(tmp_path)), capture_output=True, text=True
-    )
-    assert result.returncode == 0 and result.stderr == ""
+    return sys_root
+
+
+def test_read_gpus_from_a_sysfs_tree(tmp_path: Path) -> None:
+    sys_root = sysfs_tree(tmp_path)
     host_gpus = [{"index": 0, "node": 1}, {"index": 1, "node": 2}]
-    readings = parse_readings_output(result.stdout, host_gpus)
-    assert [(r.index, r.vram_total, r.temp_c) for r in readings] == [
-        (0, 17163091968, 56.0),
-        (1, 4294967296, 25.0),
+    readings = read_gpus(host_gpus, str(sys_root))
+    assert [(r.index, r.vram_total, r.temp_c, r.source) for r in readings] == [
+        (0, 17163091968, 56.0, "sysfs"),
+        (1, 4294967296, 25.0, "sysfs"),
     ]
     # the record lists only the dGPU: the APU is left out
-    assert [r.index for r in parse_readings_output(result.stdout, host_gpus[:1])] == [0]
-    assert len(parse_readings_output(result.stdout)) == 2
+    assert [r.index for r in read_gpus(host_gpus[:1], str(sys_root))] == [0]
+    # no record: every AMD card, numbered in render-minor order (phoenix is renderD128)
+    assert [r.vram_total for r in read_gpus((), str(sys_root))] == [4294967296, 17163091968]
+    assert not list(tmp_path.rglob("PWNED"))
 
 
-def test_script_quotes_the_root() -> None:
-    assert "root='/tmp/a b; rm -rf x'" in readings_script("/tmp/a b; rm -rf x")
+def test_probe_reports_the_record_and_its_gpus_readings(tmp_path: Path) -> None:
+    """The host tool `probe` (what fleet and placement read): the record as written, readings by its GPUs."""
+    sys_root = sysfs_tree(tmp_path)
+    record = {"host": "ws1", "jobs_dir": str(tmp_path / "none-yet"), "gpus": [{"index": 0, "node": 1}]}
+    (tmp_path / "host.json").write_text(json.dumps(record))
+    out = probe(str(tmp_path / "host.json"), "summary", None, str(sys_root))
+    assert out["record"] == record and out["record_error"] == "" and out["jobs"] == []
+    assert [(g["index"], g["vram_used"]) for g in out["gpus"]] == [(0, 668274688)]
+    missing = probe(str(tmp_path / "absent.json"), "summary", None, str(sys_root))
+    assert missing["record"] is None and missing["record_error"] == "no host record"
+    assert len(missing["gpus"]) == 2  # no record to map by: every AMD card
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    assert probe(str(tmp_path / "bad.json"), "none", None, str(sys_root))["record_error"] == (
+        "host record unreadable (not an object)"
+    )

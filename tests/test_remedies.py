@@ -12,7 +12,6 @@ from radeonlab.jobs.host.remedies import (
     Attempt,
     GiveUp,
     effective_config,
-    lf_default,
     next_attempt,
     resume_checkpoint,
     unknown_steps,
@@ -20,6 +19,7 @@ from radeonlab.jobs.host.remedies import (
 from radeonlab.jobs.spec.load import Remedy
 
 from radeonlab.contract.records import Attempt as AttemptRecord
+from tests.hostjob import LF_DEFAULTS
 
 NAN = Diagnosis(Kind.NAN, "step 30: loss nan", "advice", step=30, safe_step=20, pattern="loss")
 OOM = Diagnosis(
@@ -39,12 +39,20 @@ LISTING = [
 ]
 
 
+def with_defaults(config: dict[str, Any]) -> dict[str, Any]:
+    """What the supervisor hands next_attempt: job.json's lf_defaults (LLaMA-Factory's defaults for the keys
+    the steps read, recorded by the planner) under the job's config."""
+    return {**LF_DEFAULTS, **config}
+
+
 def run_ladder(config: dict[str, Any], diagnosis: Diagnosis, remedies: dict[str, Remedy] | None = None):
     """Apply next_attempt until it gives up; returns (attempts, give_up)."""
     history = [AttemptRecord(n=1, created_at="t0")]
     attempts: list[Attempt] = []
     for _ in range(20):
-        got = next_attempt(config, diagnosis, history, remedies or {}, checkpoint_listing=LISTING)
+        got = next_attempt(
+            with_defaults(config), diagnosis, history, remedies or {}, checkpoint_listing=LISTING
+        )
         if isinstance(got, GiveUp):
             return attempts, got
         attempts.append(got)
@@ -74,7 +82,7 @@ def test_nan_ladder_every_step() -> None:
 
 def test_nan_ladder_skips_steps_already_true() -> None:
     # defaults from LLaMA-Factory: flash_attn auto, learning_rate 5e-5 (not higher), optim adamw_torch_fused
-    assert lf_default("learning_rate") == 5.0e-5
+    assert LF_DEFAULTS["learning_rate"] == 5.0e-5
     attempts, _ = run_ladder({"flash_attn": "disabled"}, NAN)
     assert [a.step for a in attempts] == ["adamw_torch"]
     attempts, give_up = run_ladder(
@@ -168,12 +176,12 @@ def test_no_remedy_for_gpu_fault() -> None:
 
 def test_attempt_limit() -> None:
     history = [AttemptRecord(n=i + 1, created_at="t") for i in range(SETTINGS["max_attempts"])]
-    got = next_attempt({"per_device_train_batch_size": 8}, OOM, history, {})
+    got = next_attempt(with_defaults({"per_device_train_batch_size": 8}), OOM, history, {})
     assert isinstance(got, GiveUp) and "limit" in got.reason
 
 
 def test_record_carries_overrides_and_note() -> None:
-    got = next_attempt({"per_device_train_batch_size": 4}, OOM, [AttemptRecord(1, "t")], {})
+    got = next_attempt(with_defaults({"per_device_train_batch_size": 4}), OOM, [AttemptRecord(1, "t")], {})
     assert isinstance(got, Attempt)
     rec = got.record(2, "t2")
     assert rec.overrides == {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 2}

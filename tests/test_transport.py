@@ -1,5 +1,6 @@
-"""radeonlab.jobs.ssh.connection: quoting, secrets off the command line, host keys, atomic resumable
-transfers.
+"""radeonlab.jobs.ssh: quoting, secrets off the command line, host keys, the host tools, and the transfers
+(jobs/ssh/transfer.py with jobs/host/receive.py and send.py): verified, resumable, never a half file under
+its real name.
 
 The quoting tests run the quoted line through a local POSIX shell (what sshd does on the host); the
 `sandbox` tests run against a real SSH host from radeonlab/sandbox (SIMULATED workstation, real sshd).
@@ -18,17 +19,11 @@ from pathlib import Path
 
 import pytest
 from radeonlab.jobs.fleet.inventory import HostTarget
-from radeonlab.jobs.ssh.connection import (
-    ChangedHostKeyError,
-    RemoteCommandError,
-    TransportError,
-    UnknownHostKeyError,
-    connect,
-    env_prologue,
-    quote_argv,
-    sha256_file,
-)
+from radeonlab.jobs.ssh import hostcode
+from radeonlab.jobs.ssh.connection import SETTINGS, Remote, connect, env_prologue, quote_argv
+from radeonlab.jobs.ssh.transfer import LocalFile, fetch, sha256_file, upload_blobs
 
+from radeonlab.errors import HostKeyError, RemoteCommandError, TransportError
 from tests.conftest import inventory_target, module_host
 
 HOSTILE = [
@@ -108,22 +103,50 @@ def _interrupt_after(remote, threshold: int):  # noqa: ANN001, ANN202
     return progress
 
 
+BLOBS = "/home/lab/xfer/blobs dir"  # a content store (<jobs_dir>/../blobs on a provisioned host)
+XFER = "/home/lab/xfer"
+
+
+def put_text(remote: Remote, path: str, text: str) -> None:
+    """Write a file on the host through stdin (for test set-ups)."""
+    remote.run(["sh", "-c", 'mkdir -p "$(dirname "$1")" && cat > "$1"', "sh", path], stdin_text=text)
+
+
+def exists(remote: Remote, path: str) -> bool:
+    return remote.run(["test", "-e", path], check=False).ok
+
+
+def remote_sha256(remote: Remote, path: str) -> str:
+    return remote.run(["sha256sum", path]).stdout.split()[0]
+
+
+def link(remote: Remote, job_dir: str, links: dict[str, str]) -> None:
+    """Hard-link blobs into a job folder with the stage tool, as submit does: {dest: sha256}."""
+    request = {
+        "job_dir": job_dir,
+        "blobs": BLOBS,
+        "links": [{"sha256": h, "dest": d} for d, h in links.items()],
+    }
+    remote.tool("stage", stdin_text=json.dumps(request))
+
+
 @pytest.mark.sandbox
 def test_run_passes_hostile_arguments_exactly(target: HostTarget) -> None:
     with connect(target) as remote:
         result = remote.run([*["python3", "-c", ECHO_ARGV[2]], *HOSTILE])
         assert json.loads(result.stdout) == HOSTILE
-        assert not remote.exists("/tmp/pwned")
+        assert not exists(remote, "/tmp/pwned")
         failed = remote.run(["sh", "-c", "echo oops >&2; exit 7"], check=False)
         assert (failed.exit_code, failed.stderr) == (7, "oops\n")
         with pytest.raises(RemoteCommandError, match="exited 7: oops"):
             remote.run(["sh", "-c", "echo oops >&2; exit 7"])
-        script = remote.run_script(
-            'printf "%s|" "$@"; echo "$GREETING"\n', ["a b", "$(id)"], env={"GREETING": "hi"}
+        script = remote.run(
+            ["bash", "-c", 'printf "%s|" "$@"; echo "$GREETING"', "bash", "a b", "$(id)"],
+            env={"GREETING": "hi"},
         )
         assert script.stdout == "a b|$(id)|hi\n"
-        remote.write_text_atomic("/tmp/hostile 'name'.txt", "ünï\n")
-        assert remote.read_text("/tmp/hostile 'name'.txt") == "ünï\n"
+        put_text(remote, "/tmp/hostile 'name'.txt", "ünï\n")
+        assert remote.run(["cat", "/tmp/hostile 'name'.txt"]).stdout == "ünï\n"
 
 
 @pytest.mark.sandbox
@@ -131,7 +154,7 @@ def test_secret_env_never_appears_in_any_command_line(target: HostTarget) -> Non
     secret = "hf_" + os.urandom(8).hex()
     scan = "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '; echo; printf 'env=%s\\n' \"$HF_TOKEN\"; cat"
     with connect(target) as remote:
-        result = remote.run(["bash", "-c", scan], secret_env={"HF_TOKEN": secret}, stdin_text="from stdin\n")
+        result = remote.run(["bash", "-c", scan], env={"HF_TOKEN": secret}, stdin_text="from stdin\n")
     listing, env_line, stdin_line = result.stdout.rsplit("\n", 3)[:3]
     assert secret not in listing  # every process's argv on the host, including our own shells
     assert env_line == f"env={secret}"
@@ -139,75 +162,101 @@ def test_secret_env_never_appears_in_any_command_line(target: HostTarget) -> Non
 
 
 @pytest.mark.sandbox
-def test_put_and_get_50mb_with_matching_checksums(target: HostTarget, big_file: Path, tmp_path: Path) -> None:
-    dest = "/home/lab/xfer/dir with space/big.bin"
+def test_host_code_is_installed_on_first_use_and_then_reused(target: HostTarget) -> None:
+    code = f"{SETTINGS['code_dir']}/{hostcode.digest()}"
     with connect(target) as remote:
-        assert remote.put_file(big_file, dest) == big_file.stat().st_size
-        remote_sum = remote.run(["sha256sum", dest]).stdout.split()[0]
-        assert remote_sum == sha256_file(big_file)
-        assert not remote.exists(dest + ".part")
-        back = tmp_path / "back.bin"
-        assert remote.get_file(dest, back) == big_file.stat().st_size
-    assert sha256_file(back) == remote_sum
-    assert not (tmp_path / "back.bin.part").exists()
+        remote.run(["sh", "-c", 'rm -rf "$HOME/$1"', "sh", code])
+        probe = remote.tool("probe", ["--record", "/nowhere/host.json", "--jobs", "none"]).last_json()
+        assert probe["record"] is None and probe["record_error"] == "no host record"
+        shipped = "radeonlab/jobs/host/launcher.py"
+        digest = remote.run(["sh", "-c", 'sha256sum "$HOME/$1/$2"', "sh", code, shipped]).stdout.split()[0]
+        assert digest == hostcode.file_digests()[shipped]
+        remote.run(["sh", "-c", 'touch "$HOME/$1/marker"', "sh", code])
+    with connect(target) as remote:  # a new connection: the code is found, not sent again
+        assert remote.tool("probe", ["--record", "/nowhere/host.json", "--jobs", "none"]).ok
+        assert remote.run(["sh", "-c", 'test -e "$HOME/$1/marker"', "sh", code], check=False).ok
 
 
 @pytest.mark.sandbox
-def test_put_with_wrong_expected_hash_keeps_nothing(target: HostTarget, tmp_path: Path) -> None:
+def test_upload_and_fetch_50mb_with_matching_checksums(
+    target: HostTarget, big_file: Path, tmp_path: Path
+) -> None:
+    big = LocalFile.of(big_file)
+    blob = f"{BLOBS}/sha256/{big.sha256}"
+    with connect(target) as remote:
+        have, sent = upload_blobs(remote, [big], BLOBS)
+        assert have == set() and sent == big.size
+        assert remote_sha256(remote, blob) == big.sha256 and not exists(remote, blob + ".part")
+        assert remote.run(["stat", "-c", "%a", blob]).stdout.strip() == "444"  # shared by links: read-only
+        link(remote, f"{XFER}/job 1", {"data/big.bin": big.sha256})
+        report = fetch(remote, f"{XFER}/job 1", tmp_path / "back", names=["data/big.bin"])
+    assert report.bytes_received == big.size and [f.sha256 for f in report.files] == [big.sha256]
+    assert sha256_file(tmp_path / "back/data/big.bin") == big.sha256
+    assert not (tmp_path / "back/data/big.bin.part").exists()
+
+
+@pytest.mark.sandbox
+def test_upload_with_wrong_hash_keeps_nothing(target: HostTarget, tmp_path: Path) -> None:
     src = tmp_path / "small.txt"
     src.write_text("content\n")
+    lying = LocalFile(src, "0" * 64, src.stat().st_size)
     with connect(target) as remote:
         with pytest.raises(TransportError, match="sha256 mismatch"):
-            remote.put_file(src, "/tmp/wrong-hash.txt", expected_sha256="0" * 64)
-        assert not remote.exists("/tmp/wrong-hash.txt") and not remote.exists("/tmp/wrong-hash.txt.part")
+            upload_blobs(remote, [lying], BLOBS)
+        blob = f"{BLOBS}/sha256/{'0' * 64}"
+        assert not exists(remote, blob) and not exists(remote, blob + ".part")
 
 
 @pytest.mark.sandbox
 def test_interrupted_upload_leaves_only_a_part_and_resumes(target: HostTarget, big_file: Path) -> None:
-    dest = "/home/lab/xfer/resume-up.bin"
-    size = big_file.stat().st_size
+    blobs = f"{XFER}/resume-up"
+    big = LocalFile.of(big_file)
+    blob = f"{blobs}/sha256/{big.sha256}"
     remote = connect(target)
-    with pytest.raises(TransportError, match="connection lost uploading"):
-        remote.put_file(big_file, dest, _interrupt_after(remote, 10_000_000))
+    with pytest.raises(TransportError, match="connection lost after"):
+        upload_blobs(remote, [big], blobs, _interrupt_after(remote, 10_000_000))
     with connect(target) as remote:
-        assert not remote.exists(dest)  # no job could read a half file under the real name
-        kept = int(remote.run(["stat", "-c", "%s", dest + ".part"]).stdout)
-        assert 0 < kept < size
-        sent = remote.put_file(big_file, dest)
-        assert 0 < sent < size  # only the rest went over the wire
-        assert remote.run(["sha256sum", dest]).stdout.split()[0] == sha256_file(big_file)
-        assert not remote.exists(dest + ".part")
+        assert not exists(remote, blob)  # no job could link a half file under the real name
+        kept = int(remote.run(["stat", "-c", "%s", blob + ".part"]).stdout)
+        assert 0 < kept < big.size
+        have, sent = upload_blobs(remote, [big], blobs)
+        assert have == set() and 0 < sent < big.size  # only the rest went over the wire
+        assert remote_sha256(remote, blob) == big.sha256 and not exists(remote, blob + ".part")
 
 
 @pytest.mark.sandbox
 def test_part_that_is_not_a_prefix_is_restarted(target: HostTarget, tmp_path: Path) -> None:
     src = tmp_path / "data.bin"
     src.write_bytes(b"A" * 100_000)
+    data = LocalFile.of(src)
+    blob = f"{BLOBS}/sha256/{data.sha256}"
     with connect(target) as remote:
-        remote.write_text_atomic("/tmp/notprefix.bin.part", "B" * 5000)
-        assert remote.put_file(src, "/tmp/notprefix.bin") == 100_000
-        assert remote.run(["sha256sum", "/tmp/notprefix.bin"]).stdout.split()[0] == sha256_file(src)
+        put_text(remote, blob + ".part", "B" * 5000)
+        _, sent = upload_blobs(remote, [data], BLOBS)
+        assert sent == 100_000  # the resumed bytes did not hash right: sent again from zero
+        assert remote_sha256(remote, blob) == data.sha256 and not exists(remote, blob + ".part")
 
 
 @pytest.mark.sandbox
 def test_interrupted_download_keeps_the_complete_old_file_and_resumes(
     target: HostTarget, big_file: Path, tmp_path: Path
 ) -> None:
-    remote_path = "/home/lab/xfer/resume-down.bin"
+    big = LocalFile.of(big_file)
     local = tmp_path / "down.bin"
     local.write_bytes(b"an older complete result\n")
     with connect(target) as remote:
-        remote.put_file(big_file, remote_path)
+        upload_blobs(remote, [big], BLOBS)
+        link(remote, f"{XFER}/job 2", {"down.bin": big.sha256})
     remote = connect(target)
     with pytest.raises(TransportError, match="connection lost downloading"):
-        remote.get_file(remote_path, local, _interrupt_after(remote, 10_000_000))
+        fetch(remote, f"{XFER}/job 2", tmp_path, ["down.bin"], progress=_interrupt_after(remote, 10_000_000))
     assert local.read_bytes() == b"an older complete result\n"
     part = tmp_path / "down.bin.part"
-    assert 0 < part.stat().st_size < big_file.stat().st_size
+    assert 0 < part.stat().st_size < big.size
     with connect(target) as remote:
-        received = remote.get_file(remote_path, local)
-    assert 0 < received < big_file.stat().st_size
-    assert sha256_file(local) == sha256_file(big_file) and not part.exists()
+        report = fetch(remote, f"{XFER}/job 2", tmp_path, ["down.bin"])
+    assert 0 < report.bytes_received < big.size
+    assert sha256_file(local) == big.sha256 and not part.exists()
 
 
 @pytest.mark.sandbox
@@ -215,12 +264,16 @@ def test_hostile_file_name_round_trips(target: HostTarget, tmp_path: Path) -> No
     name = "we'ird $(id) `x`; ü\nname *.bin"
     src = tmp_path / "src.bin"
     src.write_bytes(os.urandom(300_000))
+    data = LocalFile.of(src)
     with connect(target) as remote:
-        remote.put_file(src, f"/home/lab/xfer/{name}")
-        listed = remote.run(["python3", "-c", "import os; print(repr(os.listdir('/home/lab/xfer')))"]).stdout
-        assert repr(name) in listed
-        remote.get_file(f"/home/lab/xfer/{name}", tmp_path / name)
-    assert (tmp_path / name).read_bytes() == src.read_bytes()
+        upload_blobs(remote, [data], BLOBS)
+        link(remote, f"{XFER}/job 3", {f"data/{name}": data.sha256})
+        listed = remote.run(
+            ["python3", "-c", f"import os; print(repr(os.listdir({XFER + '/job 3/data'!r})))"]
+        )
+        assert repr(name) in listed.stdout
+        fetch(remote, f"{XFER}/job 3", tmp_path / "back", [f"data/{name}"])
+    assert (tmp_path / "back" / "data" / name).read_bytes() == src.read_bytes()
 
 
 @pytest.mark.sandbox
@@ -228,7 +281,7 @@ def test_unknown_host_key_is_refused_with_the_accept_command(target: HostTarget,
     known = tmp_path / "known_hosts"
     known.write_text("")
     stranger = dataclasses.replace(target, known_hosts_file=str(known))
-    with pytest.raises(UnknownHostKeyError) as err:
+    with pytest.raises(HostKeyError) as err:
         connect(stranger)
     message = str(err.value)
     assert "\n" not in message and "SHA256:" in message and "Verify that fingerprint" in message
@@ -262,7 +315,7 @@ def test_changed_host_key_is_refused(target: HostTarget, tmp_path: Path) -> None
     other = (tmp_path / "other.pub").read_text().split()[:2]
     known = tmp_path / "known_hosts"
     known.write_text(f"{target.known_hosts_name} {' '.join(other)}\n")
-    with pytest.raises(ChangedHostKeyError, match="HOST KEY CHANGED.*Refusing to connect"):
+    with pytest.raises(HostKeyError, match="HOST KEY CHANGED.*Refusing to connect"):
         connect(dataclasses.replace(target, known_hosts_file=str(known)))
 
 

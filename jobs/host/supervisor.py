@@ -135,6 +135,9 @@ class Supervisor:
         self, end: EndReason, reason: str | None = None, exit_code: int | None = None, **ids: object
     ) -> int:
         attempt = self.job.attempts[-1] if self.job.attempts else None
+        for fd in self.lock_fds:  # the training is over: a reader of the end state finds its GPU free
+            os.close(fd)
+        self.lock_fds = []
         return self.states.finish(end, reason, exit_code, attempt=attempt.n if attempt else None, **ids)
 
     def spec_remedies(self) -> dict[str, Any]:

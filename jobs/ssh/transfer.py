@@ -235,7 +235,12 @@ def fetch(
         retry: list[str] = []
         with remote.open_tool("send", [root]) as chan:
             chan.send_json({"names": list(names) if names is not None else None, "under": under})
-            listing = chan.read_json() or {}
+            listing = chan.read_json()
+            if listing is None:  # the tool stopped before answering (it refused a name): say why
+                code, err = chan.finish()
+                raise TransportError(
+                    f"{remote.target.name}: fetch from {root} failed: {err or f'exit {code}'}"
+                )
             if listing.get("missing"):
                 chan.close()
                 raise TransportError(
