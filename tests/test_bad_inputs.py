@@ -1,4 +1,5 @@
-"""Bad inputs: each gets ONE clear error line and a non-zero exit before anything is uploaded or launched.
+"""Bad inputs: each gets ONE clear error line and exit 2 (radeonlab/errors.py: usage or input) before anything
+is uploaded or launched; a host that is not provisioned is a host failure (exit 1).
 
 Every row runs `radeonlab submit` (or the verb the input belongs to) exactly as typed, against an inventory
 whose only host listens nowhere (127.0.77.250:1): an input that got as far as SSH would fail with
@@ -23,6 +24,7 @@ from click.testing import CliRunner, Result
 
 from radeonlab.cli import main
 from radeonlab.contract.jobid import is_job_id, new_job_id
+from radeonlab.errors import EXIT_FAILURE, EXIT_USAGE
 from radeonlab.sandbox import demodata
 from radeonlab.sandbox.demo import write_spec
 from radeonlab.sandbox.hosts import Sandbox
@@ -32,7 +34,8 @@ HUB_MODEL = "Qwen/Qwen2.5-0.5B"  # a hub name: nothing local to build, never fet
 CLOSED_INVENTORY = 'ws1 = [("ws1", {"ssh_hostname": "127.0.77.250", "ssh_port": 1, "ssh_user": "lab"})]\n'
 HOSTILE = "my job; $(touch pwned) 'q' \"dq\" `id` ../ é"  # spaces, quotes, ;, $(), backticks, ../, unicode
 HUGE_LINE_MB = 50
-HUGE_LIMITS = {"seconds": 30.0, "rss_mb": 700}  # ~4x the line in RAM is what a line-based reader costs
+HUGE_RSS_MB = 700  # ~4x the line in RAM is what a line-based reader costs
+HANG_GUARD_S = 120  # not a speed assertion (none on this shared machine): a reader stuck on the line fails
 
 
 @dataclass
@@ -58,9 +61,10 @@ def work(tmp_path: Path) -> Work:
     return Work(tmp_path, spec, data, inventory)
 
 
-def refused(result: Result, *needles: str) -> str:
-    """Assert exit 1 and a final `radeonlab: error:` line (one line) naming the input; return that line."""
-    assert result.exit_code == 1, result.output
+def refused(result: Result, *needles: str, code: int = EXIT_USAGE) -> str:
+    """Assert exit `code` (2: an input error) and a final `radeonlab: error:` line (one line) naming the
+    input; return that line."""
+    assert result.exit_code == code, result.output
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("radeonlab: error: "), result.stderr
     assert "cannot reach" not in result.output, "got as far as SSH: " + result.output
@@ -73,7 +77,8 @@ def test_a_valid_spec_does_reach_ssh(work: Work) -> None:
     """The control: without a bad input, submit gets as far as the (closed) host, so the rows below
     really were refused earlier."""
     result = work.submit()
-    assert result.exit_code == 1 and "cannot reach ws1 (127.0.77.250:1)" in result.stderr, result.output
+    assert result.exit_code == EXIT_FAILURE, result.output  # a host failure, not an input error
+    assert "cannot reach ws1 (127.0.77.250:1)" in result.stderr, result.output
 
 
 # --- datasets ---------------------------------------------------------------------------------------------
@@ -123,7 +128,8 @@ def test_bad_dataset_is_refused_before_any_upload(work: Work, row: str) -> None:
     damage(work)
     last = refused(work.submit(), *needles)
     assert last.endswith("nothing uploaded"), last
-    assert work.cli("check", str(work.spec)).exit_code == 1  # `check` says the same, without a host
+    # `check` says the same, without a host; it exits 1 when it finds errors (its documented contract)
+    assert work.cli("check", str(work.spec)).exit_code == 1
 
 
 def test_paths_with_spaces_quotes_and_unicode_are_read_as_they_are(work: Work) -> None:
@@ -143,7 +149,7 @@ def test_a_hostile_spec_name_becomes_a_safe_job_id() -> None:
 
 
 @pytest.mark.parametrize("kind", ["valid-json", "garbage-no-newline"])
-def test_a_50mb_single_line_is_checked_in_bounded_time_and_memory(work: Work, kind: str) -> None:
+def test_a_50mb_single_line_is_checked_in_bounded_memory(work: Work, kind: str) -> None:
     big = "a" * (HUGE_LINE_MB << 20)
     if kind == "valid-json":
         work.data.write_text(json.dumps({"instruction": big, "input": "", "output": "A"}) + "\n")
@@ -151,11 +157,13 @@ def test_a_50mb_single_line_is_checked_in_bounded_time_and_memory(work: Work, ki
         work.data.write_text(big)
     exe = str(Path(sys.executable).with_name("radeonlab"))
     start = time.monotonic()
-    done = subprocess.run([exe, "check", str(work.spec)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [exe, "check", str(work.spec)], capture_output=True, text=True, timeout=HANG_GUARD_S
+    )
     seconds = time.monotonic() - start
     rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # largest child so far, KiB
     print(f"\n{kind}: {HUGE_LINE_MB} MB line checked in {seconds:.2f}s, peak RSS {rss_mb:.0f} MB")
-    assert seconds < HUGE_LIMITS["seconds"] and rss_mb < HUGE_LIMITS["rss_mb"], (seconds, rss_mb)
+    assert rss_mb < HUGE_RSS_MB, rss_mb
     if kind == "valid-json":
         assert done.returncode == 0, done.stdout + done.stderr  # a long but valid row is data
     else:
@@ -240,7 +248,7 @@ def test_a_host_that_is_not_provisioned_is_one_line_and_untouched(work: Work, sa
         )
     finally:
         sandbox.destroy_host("bi-bare")
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == EXIT_FAILURE, result.output  # the host failed, not the input
     assert (
         result.stderr.strip()
         .splitlines()[-1]
