@@ -104,9 +104,12 @@ def view(
     record: HostRecord | None,
     name: str | None = None,
     jobs: Sequence[Mapping[str, Any]] = (),
-    readings: Sequence[Mapping[str, Any]] = (),
+    readings: Sequence[Mapping[str, Any]] | None = None,
 ) -> HostView:
-    """What the probe of a reachable host with this record (None: not provisioned) makes of it."""
+    """What the probe of a reachable host with this record (None: not provisioned) makes of it; the live
+    readings default to the recorded cards, as sysfs shows them (same PCI ids, the recorded VRAM use)."""
+    if readings is None:
+        readings = [recorded_reading(g) for g in record.gpus] if record else []
     data = {
         "record": record.to_dict() if record else None,
         "record_error": "" if record else "no host record",
@@ -114,6 +117,19 @@ def view(
         "jobs": list(jobs),
     }
     return parse_probe(name or (record.host if record else "host"), data)
+
+
+def recorded_reading(card: GpuRecord, **changes: Any) -> dict[str, Any]:
+    """A live reading (jobs/host/readings.py GpuReading fields) of the card the record describes."""
+    values = {
+        "index": card.index,
+        "device_id": card.device_id,
+        "revision": card.revision,
+        "vram_total": card.vram_total,
+        "vram_used": card.vram_used,
+        "source": "sysfs",
+    }
+    return {**values, **changes}
 
 
 def unreachable(name: str, error: str) -> HostView:
