@@ -5,7 +5,8 @@ Every row runs `radeonlab submit` (or the verb the input belongs to) exactly as 
 whose only host listens nowhere (127.0.77.250:1): an input that got as far as SSH would fail with
 "cannot reach", so seeing the input's own error proves it was refused before any connection - nothing
 can have reached a host. The not-provisioned host is a real (bare) sandbox host: its home is compared
-before and after. The table in notes-dev/README-bad-inputs.md lists what each input gets.
+before and after (only radeonlab's host code cache may appear: reading the host needs it). README's table
+"What bad inputs get" lists what each input gets.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from radeonlab.jobs.ssh import hostcode
 
 from radeonlab.cli import main
 from radeonlab.contract.jobid import is_job_id, new_job_id
@@ -256,4 +258,12 @@ def test_a_host_that_is_not_provisioned_is_one_line_and_untouched(work: Work, sa
             "radeonlab: error: bi-bare is not provisioned (no /etc/radeonlab/host.json): provision it first: "
         )
     )
-    assert after.stdout == before.stdout and "/home/lab/radeonlab" not in after.stdout
+    # Untouched but for radeonlab's host code, which the probe needs to read the host at all (installed on
+    # first use in ~/.cache/radeonlab/code/<digest>, jobs/ssh/connection.py): no job folder, no record.
+    added = set(after.stdout.splitlines()) - set(before.stdout.splitlines())
+    assert set(before.stdout.splitlines()) <= set(after.stdout.splitlines())
+    assert added and all(
+        line.startswith(("/home/lab/.cache ", "/home/lab/.cache/radeonlab")) for line in added
+    )
+    assert f"/home/lab/.cache/radeonlab/code/{hostcode.digest()} " in after.stdout
+    assert "/home/lab/radeonlab" not in after.stdout and "/etc/radeonlab" not in after.stdout
