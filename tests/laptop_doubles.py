@@ -24,6 +24,7 @@ import pytest
 from radeonlab.jobs.fleet.inventory import HostTarget
 from radeonlab.jobs.fleet.probe import HostView, parse_probe
 from radeonlab.jobs.plan import plan as plan_module
+from radeonlab.jobs.spec.needs import base_stack
 from radeonlab.jobs.ssh import hostcode
 from radeonlab.jobs.ssh.connection import RunResult
 
@@ -59,7 +60,8 @@ def gpu(card: str, index: int = 0, node: int = 1, **changes: Any) -> GpuRecord:
 def host_record(
     name: str, gpus: Sequence[GpuRecord] = (), *, cpu_torch: bool = False, **changes: Any
 ) -> HostRecord:
-    """A provisioned host's record; cpu_torch: a CPU build of torch allowed by the deploy (the sandbox's)."""
+    """A provisioned host's record with the stack the deploy installs; cpu_torch: a CPU build of torch the
+    deploy allowed (python_stack_allow_cpu_torch, as on the sandbox's hosts)."""
     torch = (
         {
             "version": "2.13.0+cpu",
@@ -83,6 +85,7 @@ def host_record(
         "torch": torch,
         "llamafactory_version": "0.9.5",
         "gpus": list(gpus),
+        "packages": base_stack(),  # the venv the python_stack role installs
     }
     return HostRecord(**{**values, **changes})
 
