@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from radeonlab.sandbox import reap
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost
 
 pytest_plugins: list[
@@ -39,7 +40,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     if os.geteuid() != 0:
         pytest.skip(NOT_ROOT)
+    reap.reap_stale()  # hosts of an earlier session that was killed (SIGKILL: no teardown ran)
     sbx = Sandbox(tmp_path_factory.mktemp("sandbox"))
+    reap.claim(sbx.state_dir)
     sbx.ensure_base()  # once per machine (cached); a failure here is a clear setup error
     try:
         yield sbx

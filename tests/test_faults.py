@@ -18,17 +18,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from radeonlab.jobs.apply.launch import GONE_REASON
-from radeonlab.jobs.apply.sync import fetch_files, upload_files
-from radeonlab.jobs.ssh.connection import TransportError, connect
+from radeonlab.jobs.ssh.connection import connect
+from radeonlab.jobs.ssh.transfer import LocalFile, fetch, upload_blobs
 
+from radeonlab.contract.state import EndReason
+from radeonlab.errors import TransportError
 from radeonlab.sandbox.hosts import Sandbox
 from tests.faultlab import (
     BLOBS_DIR,
     HOST,
     INVENTORY,
     JOBS_DIR,
-    LAB_HOME,
     LONG_STEPS,
     Lab,
     cli,
@@ -88,26 +88,24 @@ def test_sshd_stopped_during_upload_no_half_blob_and_the_retry_resumes(lab: Lab,
     digest = random_file(src, BIG_MB)
     target = host_target(lab)
     blob = f"{BLOBS_DIR}/sha256/{digest}"
-    dest = f"{LAB_HOME}/fault-upload"
     progress, fired = cut_ssh_at(lab, CUT_AT)
     try:
         with pytest.raises(TransportError) as lost, connect(target) as remote:
-            upload_files(remote, [src], BLOBS_DIR, dest, progress)
+            upload_blobs(remote, [LocalFile.of(src)], BLOBS_DIR, progress)
         assert fired, "the fault never struck"
-        assert "\n" not in str(lost.value) and "is kept and the next upload resumes it" in str(lost.value)
-        # no half file under the blob's name, nothing linked into the job folder
+        assert "\n" not in str(lost.value) and "the next upload resumes it" in str(lost.value)
+        # no half file under the blob's name
         assert lab.host.exec(["test", "-e", blob], check=False).returncode != 0
-        assert lab.host.exec(["test", "-e", f"{dest}/train.jsonl"], check=False).returncode != 0
         part_size = int(lab.host.exec(["stat", "-c", "%s", f"{blob}.part"]).stdout)
         assert 0 < part_size < src.stat().st_size
     finally:
         lab.host.start_sshd()
     with connect(target) as remote:
-        report = upload_files(remote, [src], BLOBS_DIR, dest)
-    assert 0 < report.bytes_sent <= src.stat().st_size - part_size  # resumed, not started again
-    assert host_sha256(lab, blob) == digest == host_sha256(lab, f"{dest}/train.jsonl")
+        have, sent = upload_blobs(remote, [LocalFile.of(src)], BLOBS_DIR)
+    assert digest not in have and 0 < sent <= src.stat().st_size - part_size  # resumed, not started again
+    assert host_sha256(lab, blob) == digest
     assert lab.host.exec(["test", "-e", f"{blob}.part"], check=False).returncode != 0
-    print(f"\nupload cut after {fired[0]} B; .part kept {part_size} B; retry sent {report.bytes_sent} B")
+    print(f"\nupload cut after {fired[0]} B; .part kept {part_size} B; retry sent {sent} B")
 
 
 def test_sshd_stopped_during_fetch_keeps_the_old_file_and_resumes(lab: Lab, tmp_path: Path) -> None:
@@ -124,7 +122,7 @@ def test_sshd_stopped_during_fetch_keeps_the_old_file_and_resumes(lab: Lab, tmp_
     progress, fired = cut_ssh_at(lab, CUT_AT)
     try:
         with pytest.raises(TransportError) as lost, connect(target) as remote:
-            fetch_files(remote, remote_dir, None, local, progress)
+            fetch(remote, remote_dir, local, progress=progress)
         assert fired, "the fault never struck"
         assert "\n" not in str(lost.value) and "resumes it" in str(lost.value)
         assert old.read_bytes() == old_bytes  # never overwritten by the partial transfer
@@ -134,7 +132,7 @@ def test_sshd_stopped_during_fetch_keeps_the_old_file_and_resumes(lab: Lab, tmp_
         lab.host.start_sshd()
     kept = part.stat().st_size
     with connect(target) as remote:
-        report = fetch_files(remote, remote_dir, None, local)
+        report = fetch(remote, remote_dir, local)
     got = {f.name: f.transferred for f in report.files}
     assert got["output/big.bin"] <= (BIG_MB << 20) - kept, got  # resumed from the .part
     assert hashlib.sha256(old.read_bytes()).hexdigest() == want
@@ -151,7 +149,7 @@ def test_disk_full_during_upload_is_one_clear_line_and_nothing_corrupt(lab: Lab,
     target = host_target(lab)
     try:
         with pytest.raises(TransportError) as full, connect(target) as remote:
-            upload_files(remote, [src], BLOBS_DIR, f"{LAB_HOME}/fault-full")
+            upload_blobs(remote, [LocalFile.of(src)], BLOBS_DIR)
         message = str(full.value)
         assert "\n" not in message and "No space left on device" in message, message
         assert "connection lost" not in message  # the host said why: not a network problem
@@ -166,13 +164,16 @@ def test_disk_full_during_upload_is_one_clear_line_and_nothing_corrupt(lab: Lab,
 
 @pytest.fixture(scope="module")
 def killed_job(lab: Lab) -> Iterator[dict]:
-    """A long job (remedies off: no automatic new attempt) whose training process gets SIGKILL after its
-    first logged step, as the kernel's OOM killer or a user would."""
+    """A long job (remedies off: no automatic new attempt) whose training process gets SIGKILL once its
+    first checkpoint is complete, as the kernel's OOM killer or a user would."""
     spec = lab.spec("killed.yaml", {"max_steps": LONG_STEPS, "save_steps": 5})
     spec.write_text(spec.read_text() + "radeonlab:\n  remedies: {nan: off, oom: off}\n")
     job_id = submit(lab, spec)
+    done_file = f"{JOBS_DIR}/{job_id}/output/checkpoint-5/trainer_state.json"
     try:
-        wait_logged_step(lab.host, job_id)
+        wait_for(
+            lambda: lab.host.exec(["test", "-e", done_file], check=False).returncode == 0, 120, "checkpoint-5"
+        )
         state = state_on_host(lab.host, job_id)
         assert state["state"] == "running"
         lab.host.exec(["kill", "-9", str(state["child_pid"])])
@@ -193,11 +194,24 @@ def test_killed_training_is_recorded_failed_with_the_reason(lab: Lab, killed_job
 
 
 def test_a_killed_job_resumes_from_its_checkpoint(lab: Lab, killed_job: dict) -> None:
-    resumed = cli(lab, "resume", killed_job["id"], "-i", INVENTORY)
+    job_id = killed_job["id"]
+    resumed = cli(lab, "resume", job_id, "-i", INVENTORY)
     assert resumed.exit_code == 0, resumed.output
-    record = json.loads(lab.host.exec(["cat", f"{JOBS_DIR}/{killed_job['id']}/job.json"]).stdout)
-    assert len(record["attempts"]) == 2 and state_on_host(lab.host, killed_job["id"])["state"] == "running"
-    cli(lab, "cancel", killed_job["id"], "-i", INVENTORY)
+    record = json.loads(lab.host.exec(["cat", f"{JOBS_DIR}/{job_id}/job.json"]).stdout)
+    second = record["attempts"][1]
+    assert len(record["attempts"]) == 2 and state_on_host(lab.host, job_id)["state"] == "running"
+    # the new attempt starts from the newest complete checkpoint, not from step 1
+    newest = max(
+        int(n.split("-")[1])
+        for n in lab.host.exec(["ls", f"{JOBS_DIR}/{job_id}/output"]).stdout.split()
+        if n.startswith("checkpoint-")
+    )
+    assert second["resume_from_checkpoint"] == f"checkpoint-{newest}" and newest >= 5, second
+    log = f"{JOBS_DIR}/{job_id}/output/trainer_log.jsonl"
+    wait_for(lambda: len(lab.host.exec(["cat", log]).stdout.splitlines()) > newest, 120, "a step after it")
+    steps = [json.loads(line)["current_steps"] for line in lab.host.exec(["cat", log]).stdout.splitlines()]
+    assert steps == sorted(set(steps)) and steps[0] == 1  # every step once: resumed, not restarted
+    cli(lab, "cancel", job_id, "-i", INVENTORY)
 
 
 def test_a_reboot_marks_the_running_job_failed_not_running_forever(lab: Lab) -> None:
@@ -208,6 +222,6 @@ def test_a_reboot_marks_the_running_job_failed_not_running_forever(lab: Lab) -> 
     status = cli(lab, "status", job_id, "-i", INVENTORY, "--json")
     assert status.exit_code in (0, 1), status.output
     shown = json.loads(status.stdout)
-    assert shown["state"] == "failed" and shown["reason"] == GONE_REASON, shown
+    assert shown["state"] == "failed" and shown["end"] == EndReason.PROCESS_GONE.value, shown
     listed = {row["id"]: row for row in json.loads(cli(lab, "list", "-i", INVENTORY, "--json").stdout)}
     assert listed[job_id]["state"] == "failed"

@@ -105,7 +105,7 @@ def job(lab: TwoNodes) -> dict:
 def test_two_node_job_completes_and_its_loss_falls(lab: TwoNodes, job: dict) -> None:
     watched = job["watch"]
     assert watched.exit_code == 0, watched.output + on_host(lab, "mn2", f"{JOBS_DIR}/{job['id']}/train.log")
-    assert watched.stdout.strip().splitlines()[-1] == f"{job['id']}: succeeded"
+    assert watched.stdout.strip().splitlines()[-1].startswith(f"{job['id']}: succeeded")
     log = (job["local"] / "output/trainer_log.jsonl").read_text().splitlines()
     losses = [p.loss for p in map(parse_line, log) if p and p.loss is not None]
     assert len(losses) == STEPS
@@ -144,7 +144,7 @@ def test_status_and_fetch_use_rank_zero(lab: TwoNodes, job: dict) -> None:
     assert json.loads(status.stdout)["host"] == "mn1"
     # rank 1's copy is not the job: asked on mn2 alone, it is not found there
     status = cli(lab, "status", job["id"], "-i", INVENTORY, "--host", "mn2")
-    assert status.exit_code == 1
+    assert status.exit_code == 2 and f"no job {job['id']} on mn2" in status.stderr, status.output
     fetched = job["fetch"]
     assert fetched.exit_code == 0, fetched.output
     listed = cli(lab, "list", "-i", INVENTORY, "--json")
@@ -237,3 +237,48 @@ def test_resume_restarts_every_rank_and_they_agree_where_to_start(lab: TwoNodes)
         assert json.loads(on_host(lab, host, f"{JOBS_DIR}/{job_id}/state.json"))["state"] == "succeeded"
     log = on_host(lab, "mn1", f"{JOBS_DIR}/{job_id}/output/trainer_log.jsonl").splitlines()
     assert [p.step for p in map(parse_line, log) if p and p.loss is not None] == list(range(1, steps + 1))
+
+
+def long_job(lab: TwoNodes, nodes: str, host: str) -> str:
+    spec = write_spec(lab.work, {"max_steps": 5000, "save_steps": 5000}, name="long.yaml")
+    submitted = cli(lab, "submit", str(spec), "-i", INVENTORY, "--nodes", nodes, "--host", host)
+    assert submitted.exit_code == 0, submitted.output
+    return re.search(r"submitted (\S+) to", submitted.stdout).group(1)  # type: ignore[union-attr]
+
+
+def test_a_busy_rank_cancels_every_rank(lab: TwoNodes) -> None:
+    """mn2's GPU is held by another job: the two-node job is refused at submit, and rank 0 (already staged,
+    started first) is cancelled too rather than left waiting in torchrun's rendezvous."""
+    blocker = long_job(lab, "1", "mn2")
+    try:
+        wait_for(lambda: state_on_host(lab.hosts["mn2"], blocker)["state"] == "running", 60, "the blocker")
+        spec = write_spec(lab.work, {"max_steps": 5000}, name="refused.yaml")
+        refused = cli(lab, "submit", str(spec), "-i", INVENTORY, "--nodes", "2", "--host", "mn1,mn2")
+        assert refused.exit_code == 1, refused.output
+        line = refused.stderr.strip().splitlines()[-1]
+        assert "a node did not start, every node cancelled: mn2: failed" in line and blocker in line, line
+        job_id = re.search(r"error: (\S+): a node did not start", line).group(1)  # type: ignore[union-attr]
+        for host in HOSTS:
+            assert state_on_host(lab.hosts[host], job_id)["state"] in ("cancelled", "failed"), host
+            left = lab.hosts[host].exec(["pgrep", "-af", f"[/]{JOBS_DIR[1:]}/{job_id}"], check=False)
+            assert left.stdout.strip() == "", (host, left.stdout)
+        assert state_on_host(lab.hosts["mn2"], blocker)["state"] == "running"  # the other job is untouched
+    finally:
+        cli(lab, "cancel", blocker, "-i", INVENTORY)
+
+
+def test_cancel_names_an_unreachable_rank_and_a_second_cancel_finishes_it(lab: TwoNodes) -> None:
+    job_id = long_job(lab, "2", "mn1,mn2")
+    wait_logged_step(lab.hosts["mn1"], job_id)
+    lab.hosts["mn2"].stop_sshd()
+    try:
+        cancelled = cli(lab, "cancel", job_id, "-i", INVENTORY)
+        assert cancelled.exit_code == 1, cancelled.output
+        assert re.search(r"rank 1 on mn2: not cancelled: .*mn2", cancelled.stdout), cancelled.stdout
+        assert state_on_host(lab.hosts["mn1"], job_id)["state"] == "cancelled"
+    finally:
+        lab.hosts["mn2"].start_sshd()
+    again = cli(lab, "cancel", job_id, "-i", INVENTORY, "--json")
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["peers"][0]["error"] is None
+    assert state_on_host(lab.hosts["mn2"], job_id)["state"] in ("cancelled", "failed")

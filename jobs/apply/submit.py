@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from radeonlab.jobs.fleet import store
-from radeonlab.jobs.plan.plan import JobPlan, NodePlan
+from radeonlab.jobs.plan.plan import Clock, JobPlan, NodePlan
 from radeonlab.jobs.ssh import hostcode
 from radeonlab.jobs.ssh.connection import SETTINGS as SSH_SETTINGS
 from radeonlab.jobs.ssh.transfer import FileTransfer, Progress, UploadReport, upload_blobs
@@ -126,8 +126,11 @@ def run_stage(node: NodePlan, request: dict[str, Any]) -> StateRecord:
 def apply_plan(plan: JobPlan, *, progress_bar: ProgressBar = no_progress, say: Say = print) -> SubmitResult:
     """Upload, stage and start the planned job on its host(s); returns once it started (or was refused)."""
     single = len(plan.nodes) == 1
+    clock = Clock()
     reports = [upload(node, progress_bar, say) for node in plan.nodes]
+    clock.lap("upload")
     states = [run_stage(node, stage_request(plan, node, launch=single)) for node in plan.nodes]
+    clock.lap("stage and launch")
     if not single:
         states = [
             run_stage(n, {"job_dir": n.job.root, "launch": launch_options(plan, n), "wait_s": START_WAIT_S})
@@ -151,6 +154,14 @@ def apply_plan(plan: JobPlan, *, progress_bar: ProgressBar = no_progress, say: S
         notes.append(
             f"{len(plan.nodes)} nodes: {peers}; rendezvous {rank0.address}:{rank0.nodes.get('master_port')}"
         )
+    seconds = {**plan.timings, **clock.laps}
     return SubmitResult(
-        plan.job_id, rank0.host, rank0.job.root, rank0.rendered.precision, states[0], reports[0], notes
+        plan.job_id,
+        rank0.host,
+        rank0.job.root,
+        rank0.rendered.precision,
+        states[0],
+        reports[0],
+        notes,
+        seconds,
     )

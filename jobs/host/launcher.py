@@ -14,7 +14,7 @@ SSH session and sees the profile.d environment (ROCm paths, HSA overrides).
 refuses the start, naming it); read env.secret and delete it at once, before waiting in line, so no secret
 stays on disk while the job waits or runs (the secrets then live in this process's memory only and every
 attempt the supervisor starts gets them; a `radeonlab resume` starts a new launcher, and the laptop writes
-env.secret again); wait in line for the GPU (jobs/host/queue.py); hand over to the supervisor
+env.secret again); wait in line for the GPU (jobs/host/gpu_queue.py); hand over to the supervisor
 (jobs/host/supervisor.py), which runs the attempts. state.json is written only through process.StateFile.
 """
 
@@ -29,7 +29,7 @@ import signal
 import sys
 import time
 
-from radeonlab.jobs.host import queue, supervisor
+from radeonlab.jobs.host import gpu_queue, supervisor
 from radeonlab.jobs.host.process import EXIT_LOCKED, StateFile, now, stop_group
 
 from radeonlab.contract.jobdir import (
@@ -126,7 +126,7 @@ def run(
     if os.path.exists(os.path.join(job_dir, FILES["cancel_marker"])):
         return states.finish(EndReason.CANCELLED, "cancelled before it started")
     locks_dir = os.path.join(os.path.dirname(os.path.dirname(job_dir)), "locks")
-    fds, refusal, cancelled = queue.wait_for_gpus(
+    fds, refusal, cancelled = gpu_queue.wait_for_gpus(
         job_dir, job.to_dict(), locks_dir, allow_shared, queue_, states
     )
     if cancelled:

@@ -59,10 +59,27 @@ def start_training(
     """Start llamafactory-cli in its own session (cancel kills its whole group), output appended to train.log.
 
     The lock fds are inherited so the GPU stays locked while any of its processes lives. limits:
-    address_space_gb -> RLIMIT_AS of the training process only (README: for CPU hosts; HIP reserves large
-    address ranges at start-up, so on cards this limit breaks ROCm and is refused at submit).
+    address_space_gb -> RLIMIT_AS of the training process only (for CPU hosts: HIP reserves large address
+    ranges at start-up, so on cards this limit breaks ROCm and submit refuses it); memory_gb -> a cgroup
+    memory limit through `systemd-run --user --scope -p MemoryMax=` (submit refuses it on a host without
+    systemd; the SIMULATED sandbox hosts have none, so it is not exercised there).
     """
     address_space = limits.get("address_space_gb")
+    if limits.get("memory_gb"):
+        cap = f"MemoryMax={int(float(limits['memory_gb']) * 2**30)}"
+        argv = [
+            "systemd-run",
+            "--user",
+            "--scope",
+            "--quiet",
+            "--collect",
+            "-p",
+            cap,
+            "-p",
+            "MemorySwapMax=0",
+            "--",
+            *argv,
+        ]
 
     def limit() -> None:
         import resource

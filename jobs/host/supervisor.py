@@ -174,6 +174,9 @@ class Supervisor:
             self.job.attempts.append(Attempt(n=1, created_at=now()))
         if len(self.job.attempts) > 1:
             self.write_config()
+        problem = self.pull_model()
+        if problem:
+            return self.finish(EndReason.MODEL_DOWNLOAD, problem)
         while True:
             attempt = self.job.attempts[-1]
             if self.cancelled():
@@ -215,6 +218,32 @@ class Supervisor:
                     end = EndReason.TRAINING_FAILED
                 return self.finish(end, f"{diagnosis.summary()[:200]}; {why}", exit_code, **ids)
             self.apply(plan, diagnosis)
+
+    def pull_model(self) -> str | None:
+        """A Hub base model into the host's shared cache before the first attempt (jobs/host/models.py, in
+        the training venv), then every attempt runs with HF_HUB_OFFLINE=1. Two jobs pulling the same model
+        download it once (the Hub client's file locks); an interrupted download resumes on the next try.
+        Returns why it failed, or None."""
+        model = self.job.model
+        if model.get("local", True) or not model.get("name") or self.env.get("HF_HUB_OFFLINE") == "1":
+            return None
+        name, revision = str(model["name"]), str(model.get("sha") or model.get("revision") or "main")
+        self.states.write(JobState.RUNNING, reason=f"downloading {name} into the host's model cache")
+        python = os.path.join(os.path.dirname(self.argv[0]), "python")
+        env = {**self.env, "PYTHONPATH": self.path(FILES["code"])}
+        argv = [python, "-m", "radeonlab.jobs.host.models", "pull", name, "--revision", revision]
+        with open(self.path(FILES["train_log"]), "ab") as log:
+            where = env.get("HF_HUB_CACHE", "the Hub cache")
+            log.write(f"radeonlab: pulling {name}@{revision} into {where}\n".encode())
+            log.flush()
+            done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log)
+            log.write(done.stdout)
+        lines = [ln for ln in done.stdout.decode(errors="replace").splitlines() if ln.startswith("{")]
+        last = json.loads(lines[-1]) if lines else {}
+        if done.returncode != 0:
+            return f"{name}: {last.get('message') or f'the download exited {done.returncode}'}"
+        self.env["HF_HUB_OFFLINE"] = "1"  # the cache has the whole revision now
+        return None
 
     def cancelled(self) -> bool:
         return os.path.exists(self.path(FILES["cancel_marker"]))

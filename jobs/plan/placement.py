@@ -117,12 +117,16 @@ def card_problems(needs: Needs, cards: Sequence[GpuRecord]) -> list[str]:
     return problems
 
 
-def estimate_train(needs: Needs, record: HostRecord, cards: Sequence[GpuRecord]) -> dict[str, Any]:
-    """The training config with the precision this host would render (the estimate's bytes per value)."""
-    train = {k: v for k, v in needs.train.items() if k not in PRECISION_KEYS}
+def estimate_train(
+    train_in: Mapping[str, Any], record: HostRecord, cards: Sequence[GpuRecord]
+) -> dict[str, Any]:
+    """The training config with the precision the job has on this host's card (the estimate's bytes per
+    value). On a host whose torch is an (allowed) CPU build the job trains in fp32 on the CPU; the estimate
+    still answers "would it fit the card", which is what placement and --strict judge."""
+    train = {k: v for k, v in train_in.items() if k not in PRECISION_KEYS}
     try:
-        precision, _why = choose_precision(needs.train, record, cards)
-    except RenderError:  # bf16 refused or a CPU torch: already a problem of their own
+        precision, _why = choose_precision(train_in, record, cards, on_card=True)
+    except RenderError:  # bf16 refused on this card: already a problem of its own
         precision = "fp16"
     if precision in ("bf16", "fp16"):
         train[precision] = True
@@ -168,7 +172,7 @@ def judge(view: HostView, target: HostTarget, needs: Needs) -> Decision:
         facts.append(needs.no_estimate or "VRAM estimate skipped: no model config.json")
     else:
         try:
-            verdict = fits(estimate(needs.model_config, estimate_train(needs, record, cards)), free)
+            verdict = fits(estimate(needs.model_config, estimate_train(needs.train, record, cards)), free)
         except EstimateError as exc:
             facts.append(f"VRAM estimate skipped: {exc}")
         else:

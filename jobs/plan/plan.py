@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -27,10 +28,10 @@ from radeonlab.jobs.host.remedies import STEP_KEYS
 from radeonlab.jobs.plan import model as model_module
 from radeonlab.jobs.plan import nodes as nodes_module
 from radeonlab.jobs.plan import preflight
-from radeonlab.jobs.plan.placement import card_problems, free_memory, needs_of, place
+from radeonlab.jobs.plan.placement import card_problems, estimate_train, free_memory, needs_of, place
 from radeonlab.jobs.plan.render import Rendered, render
 from radeonlab.jobs.spec import files as config_files
-from radeonlab.jobs.spec import kinds, lf_args
+from radeonlab.jobs.spec import hub, kinds, lf_args
 from radeonlab.jobs.spec import needs as needs_module
 from radeonlab.jobs.spec.checks import DATASET_INFO, check_spec
 from radeonlab.jobs.spec.load import Spec, load, with_overrides
@@ -42,7 +43,7 @@ from radeonlab.jobs.ssh.transfer import LocalFile, blobs_present
 from radeonlab.contract.jobdir import JobDir
 from radeonlab.contract.jobid import new_job_id
 from radeonlab.contract.records import Attempt, GpuRecord, HostRecord, JobRecord
-from radeonlab.errors import ChecksFailedError, InputError, InventoryError, PlacementError
+from radeonlab.errors import ChecksFailedError, InputError, InventoryError, ModelError, PlacementError
 
 Say = Callable[[str], None]
 
@@ -101,6 +102,7 @@ class JobPlan:
     secret_names: list[str]
     allow_shared: bool = False
     placement: list[str] = field(default_factory=list)  # the lines placement printed
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per planning phase (submit --verbose)
     _secrets: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
@@ -193,6 +195,19 @@ class JobPlan:
         }
 
 
+class Clock:
+    """Seconds per phase, for `submit --verbose` and the benchmark (where a submit's time goes)."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._t = time.monotonic()
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.laps[name] = round(self.laps.get(name, 0.0) + now - self._t, 4)
+        self._t = now
+
+
 def load_checked(spec_path: str | Path, overrides: Sequence[str] = ()) -> tuple[Spec, list[Problem]]:
     """The spec (with `key=value` overrides) and its findings; ChecksFailedError when any is an error
     (an export config is one: it is `radeonlab export`'s)."""
@@ -249,9 +264,49 @@ def uploads_of(spec: Spec, model: model_module.ModelInfo, info: dict[str, Any]) 
     return out
 
 
+def limit_problem(spec: Spec, record: HostRecord) -> str | None:
+    """A memory limit that cannot work on this host (README "Memory limits"), or None."""
+    limits = spec.radeonlab.limits
+    on_gpu = bool(record.training_gpus()) and not record.cpu_torch
+    if limits.get("address_space_gb") and on_gpu:
+        return (
+            f"{record.host}: limits.address_space_gb (RLIMIT_AS) breaks ROCm, which reserves large virtual "
+            "address ranges at start-up: use limits.memory_gb (a cgroup limit) on a GPU host"
+        )
+    if limits.get("memory_gb") and not record.systemd:
+        return (
+            f"{record.host}: limits.memory_gb is a cgroup limit set through systemd (systemd-run --user "
+            "--scope), and this host does not run systemd; on a CPU host use limits.address_space_gb"
+        )
+    return None
+
+
 def host_problems(spec: Spec, record: HostRecord) -> list[Problem]:
     """What the config needs that this host's venv lacks (jobs/spec/needs.py), each with the fix."""
     return needs_module.missing(needs_module.needs(spec), record.packages)
+
+
+def cached_model_env(remote: Remote, record: HostRecord, model: model_module.ModelInfo) -> dict[str, str]:
+    """The job's Hub environment on this host: the shared model cache, and HF_HUB_OFFLINE=1 when the cache
+    already holds the whole revision (the job then needs no Hub). With the Hub unreachable from the laptop,
+    a host whose cache lacks the model is refused."""
+    env = {"HF_HUB_CACHE": record.model_cache} if record.model_cache else {}
+    if not model.hub:
+        return env
+    revision = model.sha or model.revision or "main"
+    result = remote.tool(
+        "models", ["complete", model.name, revision], python=f"{record.venv}/bin/python", env=env, check=False
+    )
+    if result.exit_code == 0 and result.last_json().get("complete"):
+        return {**env, "HF_HUB_OFFLINE": "1"}
+    if model.offline:
+        raise ModelError(
+            f"{model.name}: the Hub is unreachable from this laptop and {record.host}'s model cache does "
+            f"not hold it ({result.last_json().get('reason') or 'incomplete'}); pull it first when the Hub "
+            "is back: "
+            f"radeonlab models pull {model.name} --limit {record.host}"
+        )
+    return env
 
 
 def choose_targets(
@@ -286,19 +341,29 @@ def plan_job(
     say: Say = print,
 ) -> JobPlan:
     """Decide the job (see the module docstring). The returned plan holds open connections: close it."""
+    clock = Clock()
     spec, problems = load_checked(spec_path, overrides)
+    clock.lap("checks")
     targets = load_inventory(inventory)
+    clock.lap("inventory")
     if not targets:
         raise InventoryError(f"{inventory}: the inventory has no hosts")
     count = nodes or spec.radeonlab.nodes
-    model = model_module.resolve(spec)
+    env_in = os.environ if environ is None else environ
+    model = model_module.resolve(spec, model_module.endpoint_of(targets, env_in), env_in)
+    clock.lap("model")
     needs = needs_of(spec, model.config, model.note)
     chosen, placed, lines = choose_targets(targets, host or spec.radeonlab.host, spec, needs, count, say)
+    clock.lap("placement")
     info = local_dataset_info(spec) or {}
     uploads = uploads_of(spec, model, info)
-    plain, secret = secrets.job_env(
-        spec.radeonlab.env, spec.radeonlab.forward_env, os.environ if environ is None else environ
-    )
+    clock.lap("hashing")
+    plain, secret = secrets.job_env(spec.radeonlab.env, spec.radeonlab.forward_env, env_in)
+    token = hub.laptop_token(env_in)
+    if model.hub and token.value and "HF_TOKEN" not in secret:  # the client's login file: same channel
+        secret["HF_TOKEN"] = token.value
+    if model.endpoint:
+        plain.setdefault("HF_ENDPOINT", model.endpoint)
     job_id = new_job_id(Path(spec_path).stem)
     plan = JobPlan(
         job_id,
@@ -314,12 +379,17 @@ def plan_job(
     )
     with contextlib.ExitStack() as opened:  # on any refusal below, every connection opened so far closes
         remotes = [opened.enter_context(connect(t)) for t in chosen]
+        clock.lap("connect")
         views = [read_host(r) for r in remotes]
+        clock.lap("host record")
         records = [require_record(v, str(inventory)) for v in views]
         for record in records:
             problems_here = card_problems(needs, record.training_gpus())
             if problems_here:
                 raise PlacementError(f"{record.host}: {'; '.join(problems_here)}")
+            limits_problem = limit_problem(spec, record)
+            if limits_problem:
+                raise InputError(limits_problem)
             lacking = host_problems(spec, record)
             if lacking:
                 raise ChecksFailedError(
@@ -340,6 +410,11 @@ def plan_job(
             gpus = record.training_gpus()
             job = record.job_dir(job_id)
             extra_here = {
+                **(
+                    {"model_revision": (model.sha, "the exact commit the revision resolved to")}
+                    if model.sha
+                    else {}
+                ),
                 **extra,
                 **{
                     k: (v, "uploaded with the job")
@@ -358,11 +433,10 @@ def plan_job(
             if common_note:
                 rendered.notes.insert(0, common_note)
             free = free_memory(view, gpus[0]) if gpus else None
-            check = preflight.check(model.config, rendered.config, free, model.note)
+            sized = estimate_train(spec_used.train, record, gpus)  # the card's precision (see there)
+            check = preflight.check(model.config, {**rendered.config, **sized}, free, model.note)
             preflight.enforce(check, strict, record.host)
-            env = dict(plain)
-            if record.model_cache:
-                env.setdefault("HF_HUB_CACHE", record.model_cache)  # the host's shared model cache
+            env = {**plain, **cached_model_env(remote, record, model)}
             block: dict[str, Any] = {}
             if count > 1:
                 env.update(nodes_module.node_env(node.rank, ranks, port, max(1, len(gpus)), target))
@@ -390,5 +464,7 @@ def plan_job(
         if ask_blobs:
             for n in plan.nodes:
                 n.present = blobs_present(n.remote, [u.local for u in n.uploads], n.record.blobs_dir)
+        clock.lap("render, estimate, blobs")
+        plan.timings = clock.laps
         opened.pop_all()
     return plan

@@ -65,12 +65,13 @@ class Rendered:
 
 
 def choose_precision(
-    train: Mapping[str, Any], host: HostRecord, gpus: Sequence[GpuRecord]
+    train: Mapping[str, Any], host: HostRecord, gpus: Sequence[GpuRecord], *, on_card: bool = False
 ) -> tuple[str, str]:
     """(precision, why). bf16 where every GPU used has it, else fp16; a spec's explicit choice is kept,
-    except bf16 on a card without it, which is refused naming the card."""
+    except bf16 on a card without it, which is refused naming the card. on_card: the precision the job has
+    on the host's card even where torch is a CPU build (what the VRAM estimate is about)."""
     wants_bf16 = train.get("bf16") is True or train.get("pure_bf16") is True
-    if host.cpu_torch:
+    if host.cpu_torch and not on_card:
         if not host.torch.get("cpu_allowed"):
             raise RenderError(
                 f"{host.host}: torch there is a CPU build ({host.torch.get('version')}): it would train on "

@@ -419,11 +419,25 @@ class Remote:
             f"{self.target.name}: radeonlab's host code is still missing after installing it"
         )
 
-    def open_tool(self, module: str, args: Sequence[str] = (), *, python: str | None = None) -> Channel:
-        """Start a host tool and return its channel (stream protocols: receive, send, stream)."""
+    def open_tool(
+        self,
+        module: str,
+        args: Sequence[str] = (),
+        *,
+        python: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> Channel:
+        """Start a host tool and return its channel (stream protocols: receive, send, stream, models pull).
+
+        env: sent first on the channel's stdin as `export` lines to `bash -s` (never in argv)."""
         if not self._code_ready:  # a channel cannot be re-run: make sure the code is there first
             code = f"{SETTINGS['code_dir']}/{hostcode.digest()}"
             if not self._exec(quote_argv(["sh", "-c", 'test -d "$HOME/$1"', "sh", code]), None, None).ok:
                 self.install_code()
             self._code_ready = True
-        return Channel(self, self._channel(self._tool_command(f"radeonlab.jobs.host.{module}", args, python)))
+        command = self._tool_command(f"radeonlab.jobs.host.{module}", args, python)
+        if not env:
+            return Channel(self, self._channel(command))
+        channel = Channel(self, self._channel("bash -s"))
+        channel.send((env_prologue(env) + f"exec {command}\n").encode())
+        return channel

@@ -27,6 +27,7 @@ VERBS: dict[str, str] = {
     "rm": "rm",
     "prune": "prune",
     "fleet": "fleet",
+    "models": "models",
     "gpus": "gpus",
     "sandbox": "sandbox",
     "completion": "completion",

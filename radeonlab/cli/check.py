@@ -9,7 +9,30 @@ import click
 
 from radeonlab.jobs.spec.checks import check_path
 from radeonlab.jobs.spec.needs import spec_need_lines
-from radeonlab.jobs.spec.problems import has_errors
+from radeonlab.jobs.spec.problems import ERROR, INFO, Problem, has_errors
+
+
+def model_problems(path: Path) -> list[Problem]:
+    """The spec's model as the Hub answers ($HF_ENDPOINT, $HF_TOKEN or the login file): a refusal is an
+    error at model_name_or_path's line; an unreachable Hub is a note (submit asks again, and the hosts)."""
+    from radeonlab.errors import ModelError, SpecError
+    from radeonlab.jobs.plan import model
+    from radeonlab.jobs.spec.load import load
+
+    try:
+        loaded = load(path)
+    except SpecError:
+        return []  # already a problem of its own
+    line = loaded.line_of("model_name_or_path")
+    try:
+        info = model.resolve(loaded)
+    except ModelError as exc:
+        return [Problem(str(path), line, str(exc), ERROR)]
+    if info.offline:
+        return [Problem(str(path), line, f"{info.name}: {info.note}", INFO)]
+    if info.sha:
+        return [Problem(str(path), line, f"{info.name} resolves to commit {info.sha}", INFO)]
+    return []
 
 
 @click.command("check")
@@ -20,11 +43,14 @@ from radeonlab.jobs.spec.problems import has_errors
     type=click.Path(file_okay=False, path_type=Path),
     help="read dataset_info.json and local datasets from this folder instead of the spec's dataset_dir",
 )
-def command(spec: Path, as_json: bool, dataset_dir: Path | None) -> None:
+@click.option("--no-hub", "hub_off", is_flag=True, help="do not ask the Hub about the spec's model")
+def command(spec: Path, as_json: bool, dataset_dir: Path | None, hub_off: bool) -> None:
     """Check a job spec (LLaMA-Factory keys and values, the radeonlab block, local datasets and files, and
     the Python packages it needs on the host)."""
     problems = check_path(spec, dataset_dir=dataset_dir)
     problems += spec_need_lines(spec)  # no host here: what the job needs on one, as info lines
+    if not hub_off:
+        problems += model_problems(spec)
     if as_json:
         click.echo(json.dumps([p.to_dict() for p in problems], indent=1))
     else:

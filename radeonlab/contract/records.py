@@ -82,6 +82,7 @@ class HostRecord:
     gpu_env_file: str = GPU_ENV_FILE  # named in GPU-fault advice
     access_groups: list[str] = field(default_factory=lambda: list(GPU_GROUPS))
     problem: str | None = None  # the deploy's verification failed: why (the host is then not usable)
+    systemd: bool = False  # systemd is the host's init (cgroup memory limits: limits.memory_gb)
 
     REQUIRED = ("host", "user", "venv", "jobs_dir")
 

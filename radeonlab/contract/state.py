@@ -37,6 +37,7 @@ class EndReason(str, Enum):  # noqa: UP042 - written into state.json as its valu
     GAVE_UP = "gave_up"
     NEEDS_A_PERSON = "needs_a_person"
     CANNOT_START = "cannot_start"
+    MODEL_DOWNLOAD = "model_download"
     GPU_BUSY = "gpu_busy"
     SECRETS_REFUSED = "secrets_refused"
     CODE_CHANGED = "code_changed"
@@ -60,6 +61,7 @@ _END_STATES: dict[EndReason, tuple[JobState, str]] = {
     EndReason.GAVE_UP: (JobState.FAILED, "no remedy left"),
     EndReason.NEEDS_A_PERSON: (JobState.FAILED, "a failure no automatic remedy fixes"),
     EndReason.CANNOT_START: (JobState.FAILED, "the training could not be started"),
+    EndReason.MODEL_DOWNLOAD: (JobState.FAILED, "the base model could not be downloaded"),
     EndReason.GPU_BUSY: (JobState.FAILED, "the GPU is in use and the job was not allowed to wait"),
     EndReason.SECRETS_REFUSED: (JobState.FAILED, "the job's secrets were refused"),
     EndReason.CODE_CHANGED: (JobState.FAILED, "radeonlab's code in the job folder was changed"),

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from radeonlab.sandbox import config
+from radeonlab.sandbox import config, reap
 from radeonlab.sandbox.hosts import Sandbox, SandboxError
 
 
@@ -27,7 +27,12 @@ def _parser() -> argparse.ArgumentParser:
         default="rx7900xtx,rx6700xt",
         help=f"simulated card per host, comma-separated ({', '.join(config.CARDS)}, none); %(default)s",
     )
-    sub.add_parser("down", help="destroy every host (the base rootfs stays cached)")
+    down = sub.add_parser("down", help="destroy every host (the base rootfs stays cached)")
+    down.add_argument(
+        "--stale",
+        action="store_true",
+        help="instead: destroy every sandbox host on this machine left behind by a killed run",
+    )
     st = sub.add_parser("status", help="list the hosts")
     st.add_argument("--json", action="store_true")
     demo = sub.add_parser("demo", help="the README demo: provision, submit, watch, fetch --try (own state)")
@@ -61,9 +66,15 @@ def main(argv: list[str] | None = None) -> int:
         from radeonlab.sandbox import demo as demo_module
 
         return demo_module.run(keep=args.keep)
+    if args.action == "down" and args.stale:
+        removed = reap.reap_stale()
+        print(f"removed {len(removed)} stale sandbox host(s)" + "".join(f"\n  {r}" for r in removed))
+        return 0
     sbx = Sandbox(args.state_dir)
     try:
         if args.action == "up":
+            reap.reap_stale()
+            reap.keep(sbx.state_dir)
             cards = [None if c in ("", "none") else c for c in args.cards.split(",")]
             t0 = time.monotonic()
             for host in sbx.create_hosts(args.hosts, cards):

@@ -24,7 +24,7 @@ from importlib import resources
 from pathlib import Path
 
 from radeonlab.jobs.host import metrics
-from radeonlab.sandbox import demodata, tinymodel
+from radeonlab.sandbox import demodata, reap, tinymodel
 from radeonlab.sandbox.hosts import Sandbox
 from radeonlab.sandbox.provision import INVENTORY, provision_host, sandbox_env
 
@@ -109,7 +109,9 @@ def radeonlab(args: list[str], env: dict[str, str], echo: bool = True) -> str:
 def run(keep: bool = False) -> int:
     t0 = time.monotonic()
     state = Path(DEMO["state_dir"])
+    reap.reap_stale()
     sbx = Sandbox(state)
+    reap.claim(state)  # a demo killed half-way leaves hosts the next run removes
     timings: dict[str, float] = {}
     try:
         sbx.ensure_base()
@@ -146,6 +148,7 @@ def run(keep: bool = False) -> int:
         )
     finally:
         if keep:
+            reap.keep(state)
             print(
                 f"demo: kept the sandbox in {state} (RADEONLAB_SANDBOX_DIR={state}; "
                 f"`radeonlab sandbox --state-dir {state} down` removes it)"

@@ -31,6 +31,7 @@ class StackPaths:
     home: str
     venv: str  # absolute
     jobs_dir: str  # absolute
+    model_cache: str  # absolute: HF_HUB_CACHE of every job
 
     @property
     def python(self) -> str:
@@ -50,7 +51,10 @@ def stack_paths() -> StackPaths:
     jobs = plan.expand_home(
         str(host.data.get("python_stack_jobs_dir", DEFAULTS["python_stack_jobs_dir"])), home
     )
-    return StackPaths(user, group, home, venv, jobs)
+    cache = plan.expand_home(
+        str(host.data.get("python_stack_model_cache", DEFAULTS["python_stack_model_cache"])), home
+    )
+    return StackPaths(user, group, home, venv, jobs, cache)
 
 
 def settings() -> dict[str, Any]:
@@ -70,6 +74,7 @@ def install_python_stack(sources: Mapping[str, Any] | None = None) -> None:
     for path, mode in (
         (str(Path(paths.venv).parent), DIRECTORY_MODES["venv_parent"]),
         (paths.jobs_dir, DIRECTORY_MODES["jobs_dir"]),
+        (paths.model_cache, DIRECTORY_MODES["jobs_dir"]),
     ):
         files.directory(
             name=f"Create {path}",

@@ -44,6 +44,10 @@ DEFAULTS: dict[str, object] = {
     "python_stack_deadsnakes_packages": ["{python}", "{python}-venv"],
     # Where jobs run (one folder per job), owned by the training user; "~" is the training user's home.
     "python_stack_jobs_dir": "~/radeonlab/jobs",
+    # The Hub model cache every job of the host shares (HF_HUB_CACHE): a base model is downloaded once per
+    # workstation, not once per job. Under the training user's home, beside the jobs: the same disk, owned by
+    # the user that trains (the Hub client's file locks then work for every job).
+    "python_stack_model_cache": "~/radeonlab/models",
     # PyTorch: from the ROCm wheel index that matches rocm_version (see PYTORCH_ROCM_PAIRING).
     "pytorch_version": "2.13.0",
     # Empty: composed from the ROCm series, https://download.pytorch.org/whl/rocm<major.minor>.

@@ -4,19 +4,12 @@ from __future__ import annotations
 
 import json
 import shlex
+from pathlib import Path
 
 from pyinfra.api import FactBase
 
-# Runs under the venv's python: prints {"<name>": "<version>" | null} for the names given as arguments.
-_VERSIONS_SCRIPT = (
-    "import importlib.metadata as m, json, sys\n"
-    "def v(n):\n"
-    "    try:\n"
-    "        return m.version(n)\n"
-    "    except m.PackageNotFoundError:\n"
-    "        return None\n"
-    "print(json.dumps({n: v(n) for n in sys.argv[1:]}))\n"
-)
+# Runs under the venv's python: a real module beside this one, sent with -c (see versions.py).
+_VERSIONS_SCRIPT = (Path(__file__).parent / "versions.py").read_text()
 
 
 class PythonVersion(FactBase):

@@ -30,6 +30,7 @@ def verify_host(gpus: Sequence[Gpu], cpu_only: bool = False, recheck: bool | Non
         home=paths.home,
         venv=paths.venv,
         jobs_dir=paths.jobs_dir,
+        model_cache=paths.model_cache,
         cpu_only=cpu_only,
         rocm_stream=str(host.data.get("rocm_stream", ROCM_DEFAULTS["rocm_stream"])),
         rocm_version=rocm_version,

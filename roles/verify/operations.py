@@ -14,6 +14,7 @@ from typing import Any
 from pyinfra import host
 from pyinfra.api import operation
 from pyinfra.api.exceptions import OperationError
+from pyinfra.facts.files import Directory
 from pyinfra.operations import files
 from radeonlab.roles.gpu.cards import Gpu
 from radeonlab.roles.rocm.facts import RocmInstalledVersion
@@ -32,6 +33,7 @@ def host_record(
     home: str,
     venv: str,
     jobs_dir: str,
+    model_cache: str,
     cpu_only: bool,
     rocm_stream: str,
     rocm_version: str,
@@ -58,6 +60,7 @@ def host_record(
         "version": rocm_version,
         "installed": host.get_fact(RocmInstalledVersion, path=rocm_version_file),
     }
+    systemd = bool(host.get_fact(Directory, path="/run/systemd/system"))  # systemd is the running init
 
     def build(report: dict[str, Any] | None, now: str) -> dict[str, Any]:
         problem = rec.stack_problem(report, gpus, cpu_only, allow_cpu_torch)
@@ -67,6 +70,7 @@ def host_record(
             home=home,
             venv=venv,
             jobs_dir=jobs_dir,
+            model_cache=model_cache,
             cpu_only=cpu_only,
             rocm=rocm,
             report=report,
@@ -75,6 +79,7 @@ def host_record(
             written_at=now,
             allow_cpu=allow_cpu_torch,
             problem=problem,
+            systemd=systemd,
         )
 
     saved = None if recheck else rec.reusable_report(check_state["saved"], inputs)

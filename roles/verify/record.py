@@ -78,6 +78,7 @@ def build_record(
     venv: str,
     jobs_dir: str,
     cpu_only: bool,
+    model_cache: str = "",
     rocm: Mapping[str, Any],
     report: Mapping[str, Any] | None,
     llamafactory_version: str,
@@ -85,6 +86,7 @@ def build_record(
     written_at: str,
     allow_cpu: bool = False,
     problem: str | None = None,
+    systemd: bool = False,
 ) -> dict[str, Any]:
     """The host record (contract HostRecord) as JSON-ready data; `problem` set means: not usable, and why."""
     report = report or {}
@@ -108,6 +110,8 @@ def build_record(
         llamafactory_version=(report.get("versions") or {}).get("llamafactory") or llamafactory_version,
         gpus=[GpuRecord(**gpu_entry(g)) for g in gpus],
         packages=dict(report.get("packages") or {}),
+        model_cache=model_cache,
+        systemd=systemd,
         problem=problem,
     )
     return record.to_dict()

@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 from pyinfra.api import FactBase
 
-# Prints "ok" when the cache's index root answers HTTP 200 (the cache is being served), else nothing.
-_PROBE = (
-    "import sys, urllib.request\n"
-    "try:\n"
-    "    ok = urllib.request.urlopen(sys.argv[1], timeout=3).status == 200\n"
-    "except Exception:\n"
-    "    ok = False\n"
-    "print('ok' if ok else '')\n"
-)
+# Prints "ok" when the cache's index root answers HTTP 200: a real module beside this one (probe_index.py).
+_PROBE = (Path(__file__).parent / "probe_index.py").read_text()
 
 
 class WheelCacheState(FactBase):

@@ -40,7 +40,7 @@ from radeonlab.jobs.apply.sync import fetch_files, upload_files
 from radeonlab.jobs.fleet.inventory import load_inventory
 from radeonlab.jobs.ssh.connection import connect
 
-from radeonlab.sandbox import aptrepo, demodata, tinymodel, web, wheels
+from radeonlab.sandbox import aptrepo, demodata, reap, tinymodel, web, wheels
 from radeonlab.sandbox.demo import write_spec
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost
 from tests.bench import transfer
@@ -284,6 +284,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="rl-bench-") as tmp:
         work = Path(tmp)
         sbx = Sandbox(work / "sandbox")
+        reap.claim(sbx.state_dir)
         sbx.ensure_base()
         env = {
             **os.environ,

@@ -23,6 +23,7 @@ from pathlib import Path
 from radeonlab.jobs.fleet.inventory import HostTarget, load_inventory
 from radeonlab.jobs.ssh.connection import connect, sha256_file
 
+from radeonlab.sandbox import reap
 from radeonlab.sandbox.hosts import Sandbox
 
 INVENTORY = Path(__file__).resolve().parents[2] / "inventories" / "sandbox.py"
@@ -110,6 +111,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="rl-bench-") as tmp:
         work = Path(tmp)
         sbx = Sandbox(work / "sandbox")
+        reap.claim(sbx.state_dir)
         sbx.ensure_base()
         try:
             host = sbx.create_host("bench")

@@ -1,0 +1,236 @@
+"""The `radeonlab:` block of a spec: what only the runner needs (files, placement, remedies, env, ...).
+
+Malformed parts are recorded as (line, message) problems and otherwise left at their defaults, so `check` can
+report every one of them at once.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BLOCK_KEY = "radeonlab"
+REMEDY_NAMES = ("nan", "oom")
+LIMIT_NAMES = ("address_space_gb", "memory_gb")
+
+
+@dataclass
+class Placement:
+    """Where the job may run. Empty fields: no constraint."""
+
+    host_group: str | None = None
+    gfx_family: str | None = None  # e.g. "gfx11" (RDNA3) or an exact target "gfx1100"
+    min_vram_gb: float | None = None
+
+
+@dataclass
+class Remedy:
+    """One automatic remedy: on/off, and optionally the ordered steps to try (names defined by the runner)."""
+
+    enabled: bool = True
+    steps: list[str] = field(default_factory=list)  # empty: the runner's default ladder
+
+
+@dataclass
+class DatasetFile:
+    """A local dataset file named in the radeonlab block; becomes a dataset_info.json entry on upload."""
+
+    file: str
+    name: str
+    formatting: str = "alpaca"
+    ranking: bool = False
+    columns: dict[str, str] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    line: int = 0
+
+    def info_entry(self) -> dict[str, Any]:
+        """The dataset_info.json entry LLaMA-Factory needs for this file."""
+        entry: dict[str, Any] = {"file_name": Path(self.file).name, "formatting": self.formatting}
+        if self.ranking:
+            entry["ranking"] = True
+        if self.columns:
+            entry["columns"] = dict(self.columns)
+        if self.tags:
+            entry["tags"] = dict(self.tags)
+        return entry
+
+
+@dataclass
+class RadeonlabBlock:
+    """The `radeonlab:` block of a spec (all optional)."""
+
+    datasets: list[DatasetFile] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    host: str | None = None
+    placement: Placement = field(default_factory=Placement)
+    remedies: dict[str, Remedy] = field(default_factory=lambda: {n: Remedy() for n in REMEDY_NAMES})
+    nodes: int = 1
+    env: dict[str, str] = field(default_factory=dict)
+    forward_env: list[str] = field(
+        default_factory=list
+    )  # laptop variables sent as secrets (jobs/apply/secrets.py)
+    limits: dict[str, float] = field(default_factory=dict)  # LIMIT_NAMES -> positive number
+
+
+# ------------------------------------------------------------------------------------------ radeonlab block
+
+_BLOCK_FIELDS = (
+    "datasets",
+    "files",
+    "host",
+    "placement",
+    "remedies",
+    "nodes",
+    "env",
+    "forward_env",
+    "limits",
+)
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PLACEMENT_FIELDS = ("host_group", "gfx_family", "min_vram_gb")
+_DATASET_FIELDS = ("file", "name", "formatting", "ranking", "columns", "tags")
+
+
+def parse_block(raw: Any, lines: dict[str, int], problems: list[tuple[int, str]]) -> RadeonlabBlock:
+    """Build the block; malformed parts are recorded as (line, message) and otherwise left at defaults."""
+    block = RadeonlabBlock()
+    if raw is None:
+        return block
+
+    def bad(key: str, message: str) -> None:
+        problems.append((lines.get(key, lines.get(BLOCK_KEY, 1)), message))
+
+    if not isinstance(raw, dict):
+        bad(BLOCK_KEY, "the radeonlab block must be a mapping")
+        return block
+    for key in raw:
+        if key not in _BLOCK_FIELDS:
+            bad(f"{BLOCK_KEY}.{key}", f"unknown radeonlab key {key!r} (known: {', '.join(_BLOCK_FIELDS)})")
+
+    for i, item in enumerate(_as_list(raw.get("datasets"), "radeonlab.datasets", bad)):
+        where = f"radeonlab.datasets.{i}"
+        if isinstance(item, str):
+            item = {"file": item}
+        if not isinstance(item, dict) or not isinstance(item.get("file"), str) or not item["file"]:
+            bad(where, "a radeonlab dataset is a path or a mapping with `file:`")
+            continue
+        extra = [k for k in item if k not in _DATASET_FIELDS]
+        if extra:
+            bad(where, f"unknown dataset keys {extra} (known: {', '.join(_DATASET_FIELDS)})")
+        block.datasets.append(
+            DatasetFile(
+                file=item["file"],
+                name=str(item.get("name") or Path(item["file"]).stem),
+                formatting=str(item.get("formatting", "alpaca")),
+                ranking=bool(item.get("ranking", False)),
+                columns=dict(item.get("columns") or {}),
+                tags=dict(item.get("tags") or {}),
+                line=lines.get(where, 1),
+            )
+        )
+    for i, item in enumerate(_as_list(raw.get("files"), "radeonlab.files", bad)):
+        if isinstance(item, str) and item:
+            block.files.append(item)
+        else:
+            bad(f"radeonlab.files.{i}", "a radeonlab file is a path string")
+
+    host = raw.get("host")
+    if host is not None and not isinstance(host, str):
+        bad("radeonlab.host", "host must be a host name (string)")
+    else:
+        block.host = host or None
+
+    placement = raw.get("placement") or {}
+    if not isinstance(placement, dict):
+        bad("radeonlab.placement", "placement must be a mapping (host_group, gfx_family, min_vram_gb)")
+    else:
+        for key in placement:
+            if key not in _PLACEMENT_FIELDS:
+                bad(
+                    f"radeonlab.placement.{key}",
+                    f"unknown placement key {key!r} ({', '.join(_PLACEMENT_FIELDS)})",
+                )
+        vram = placement.get("min_vram_gb")
+        if vram is not None and (isinstance(vram, bool) or not isinstance(vram, int | float) or vram <= 0):
+            bad("radeonlab.placement.min_vram_gb", "min_vram_gb must be a positive number")
+            vram = None
+        block.placement = Placement(
+            host_group=_opt_str(placement.get("host_group")),
+            gfx_family=_opt_str(placement.get("gfx_family")),
+            min_vram_gb=vram,
+        )
+
+    remedies = raw.get("remedies") or {}
+    if not isinstance(remedies, dict):
+        bad("radeonlab.remedies", "remedies must be a mapping: nan/oom -> on | off | list of steps")
+    else:
+        for name, value in remedies.items():
+            where = f"radeonlab.remedies.{name}"
+            if name not in REMEDY_NAMES:
+                bad(where, f"unknown remedy {name!r} (known: {', '.join(REMEDY_NAMES)})")
+            elif isinstance(value, bool):
+                block.remedies[name] = Remedy(enabled=value)
+            elif isinstance(value, list) and all(isinstance(s, str) and s for s in value):
+                block.remedies[name] = Remedy(enabled=bool(value), steps=list(value))
+            else:
+                bad(where, f"remedy {name} must be on, off or a list of step names")
+
+    nodes = raw.get("nodes", 1)
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        bad("radeonlab.nodes", "nodes must be a whole number >= 1")
+    else:
+        block.nodes = nodes
+
+    env = raw.get("env") or {}
+    if not isinstance(env, dict):
+        bad("radeonlab.env", "env must be a mapping of NAME: value")
+    else:
+        for name, value in env.items():
+            if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
+                bad(f"radeonlab.env.{name}", f"{name!r} is not an environment variable name")
+            elif isinstance(value, dict | list) or value is None:
+                bad(f"radeonlab.env.{name}", f"env {name} must be a plain value")
+            else:
+                block.env[name] = _env_value(value)
+
+    for i, name in enumerate(_as_list(raw.get("forward_env"), "radeonlab.forward_env", bad)):
+        if isinstance(name, str) and ENV_NAME.fullmatch(name):
+            if name not in block.forward_env:
+                block.forward_env.append(name)
+        else:
+            bad(f"radeonlab.forward_env.{i}", f"forward_env: {name!r} is not an environment variable name")
+
+    limits = raw.get("limits") or {}
+    if not isinstance(limits, dict):
+        bad("radeonlab.limits", f"limits must be a mapping ({', '.join(LIMIT_NAMES)})")
+    else:
+        for name, value in limits.items():
+            where = f"radeonlab.limits.{name}"
+            if name not in LIMIT_NAMES:
+                bad(where, f"unknown limit {name!r} (known: {', '.join(LIMIT_NAMES)})")
+            elif isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                bad(where, f"limit {name} must be a positive number")
+            else:
+                block.limits[name] = float(value)
+    return block
+
+
+def _as_list(value: Any, key: str, bad: Any) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        bad(key, f"{key.split('.')[-1]} must be a list")
+        return []
+    return value
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None or value == "" else str(value)
+
+
+def _env_value(value: Any) -> str:
+    """YAML `on`/`true` become "1"/"0" style strings the way shells expect them; other scalars as written."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
