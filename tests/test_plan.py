@@ -23,24 +23,9 @@ from radeonlab.jobs.ssh.transfer import sha256_file
 from radeonlab.contract.jobdir import JobDir
 from radeonlab.errors import InputError
 from radeonlab.sandbox import demodata
-from radeonlab.sandbox.demo import write_spec
-from radeonlab.sandbox.tinymodel import MODEL_CONFIG
-from tests.laptop_doubles import gpu, host_record, plan_with, target
+from tests.laptop_doubles import demo_job, gpu, host_record, plan_with, target
 
 TOKEN = "hf_planSECRET0123456789"
-
-
-def demo_job(tmp_path: Path, overrides: dict[str, object] | None = None, extra: str = "") -> Path:
-    """The demo spec, its dataset, and a local model folder holding the tiny model's config.json and a
-    stand-in weights file (the plan hashes files, it does not load them)."""
-    spec = write_spec(tmp_path, {"max_steps": 5, **(overrides or {})})
-    demodata.write_dataset(tmp_path / "data")
-    (tmp_path / "tiny-llama").mkdir(exist_ok=True)
-    (tmp_path / "tiny-llama" / "config.json").write_text(json.dumps(MODEL_CONFIG))
-    (tmp_path / "tiny-llama" / "model.safetensors").write_bytes(b"SIMULATED weights, never loaded")
-    if extra:
-        spec.write_text(spec.read_text() + extra)
-    return spec
 
 
 # --- the files a job uploads ---------------------------------------------------------------------------
@@ -102,7 +87,7 @@ def test_the_job_record_says_what_runs_on_what(tmp_path: Path, monkeypatch: pyte
     # LLaMA-Factory 0.9.5's defaults for what the remedies read (the host has no copy of the key list)
     assert set(job.lf_defaults) == set(STEP_KEYS)
     assert job.lf_defaults["learning_rate"] == 5e-05 and job.lf_defaults["flash_attn"] == "auto"
-    assert job.model == {"name": "tiny-llama", "revision": None, "sha": None, "local": True}
+    assert job.model == {"name": "tiny-llama", "revision": None, "sha": None, "local": True, "endpoint": None}
     assert job.overrides == {"learning_rate": "1e-4"}  # as typed; the config gets the YAML value
     assert node.rendered.config["learning_rate"] == 1e-4 and plan.to_dict()["overrides"] == job.overrides
     assert job.gpus == [0] and job.memory_total == gpu("rx7900xtx").vram_total

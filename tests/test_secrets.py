@@ -24,9 +24,15 @@ from radeonlab.jobs.track.handle import JobHandle
 from radeonlab.contract.jobdir import FILES
 from radeonlab.contract.records import JobRecord, StateRecord
 from radeonlab.contract.state import JobState
-from radeonlab.sandbox import demodata
-from radeonlab.sandbox.demo import write_spec
-from tests.laptop_doubles import RecordingRemote, host_record, plan_with, run_host_tool, ship_code, target
+from tests.laptop_doubles import (
+    RecordingRemote,
+    demo_job,
+    host_record,
+    plan_with,
+    run_host_tool,
+    ship_code,
+    target,
+)
 
 TOKEN = "hf_unitSECRET0123456789"
 KEY = "wandb-unitSECRET-abcdef"
@@ -64,13 +70,9 @@ def test_forward_env_is_validated(tmp_path: Path) -> None:
     assert spec_module.parse_text("a: 1\nradeonlab:\n  forward_env: X\n", tmp_path / "s").block_problems
 
 
-HUB_MODEL = "Qwen/Qwen2.5-0.5B"  # nothing local to hash; never fetched here
-
-
 def staged_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env_block: str, environ: dict[str, str]):  # noqa: ANN201
     """plan_job + apply_plan of a one-host job on ws9 (a recording remote): the plan and ws9's remote."""
-    spec = write_spec(tmp_path, {"model_name_or_path": HUB_MODEL, "max_steps": 5})
-    demodata.write_dataset(tmp_path / "data")
+    spec = demo_job(tmp_path)
     spec.write_text(spec.read_text() + env_block)
     hosts = {"ws9": (target("ws9"), host_record("ws9", cpu_torch=True, jobs_dir=str(tmp_path / "jobs")))}
     monkeypatch.setattr(submit, "upload_blobs", lambda remote, files, blobs, bar: (set(), 0))

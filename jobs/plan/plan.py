@@ -374,8 +374,8 @@ def plan_job(
         problems,
         sorted(secret),
         allow_shared,
-        lines,
-        secret,
+        placement=lines,
+        _secrets=secret,  # by name: a field added before it (timings) must not swallow the secrets
     )
     with contextlib.ExitStack() as opened:  # on any refusal below, every connection opened so far closes
         remotes = [opened.enter_context(connect(t)) for t in chosen]
