@@ -29,7 +29,10 @@ from radeonlab.jobs.ssh import hostcode
 from radeonlab.jobs.ssh.connection import RunResult
 
 from radeonlab.contract.records import GpuRecord, HostRecord
+from radeonlab.sandbox import demodata
+from radeonlab.sandbox.demo import write_spec
 from radeonlab.sandbox.simcards import CARDS
+from radeonlab.sandbox.tinymodel import MODEL_CONFIG
 
 # rocm-facts.md's card table: bf16 on RDNA3/RDNA4, not on RDNA2 (which needs HSA_OVERRIDE_GFX_VERSION)
 BF16 = {"rx7900xtx": True, "rx6700xt": False, "rx9070xt": True}
@@ -137,6 +140,23 @@ def recorded_reading(card: GpuRecord, **changes: Any) -> dict[str, Any]:
 
 def unreachable(name: str, error: str) -> HostView:
     return HostView(name, reachable=False, error=error)
+
+
+# ------------------------------------------------------------------------------------------- a job's files
+CLOSED_HUB = "http://127.0.77.250:1"  # HF_ENDPOINT where nothing listens: the Hub is "unreachable" at once
+
+
+def demo_job(tmp_path: Path, overrides: dict[str, object] | None = None, extra: str = "") -> Path:
+    """The demo spec, its dataset, and a local model folder holding the tiny model's config.json and a
+    stand-in weights file (planning hashes files, it does not load them; no Hub is asked)."""
+    spec = write_spec(tmp_path, {"max_steps": 5, **(overrides or {})})
+    demodata.write_dataset(tmp_path / "data")
+    (tmp_path / "tiny-llama").mkdir(exist_ok=True)
+    (tmp_path / "tiny-llama" / "config.json").write_text(json.dumps(MODEL_CONFIG))
+    (tmp_path / "tiny-llama" / "model.safetensors").write_bytes(b"SIMULATED weights, never loaded")
+    if extra:
+        spec.write_text(spec.read_text() + extra)
+    return spec
 
 
 # ---------------------------------------------------------------------------------------- host tools, here

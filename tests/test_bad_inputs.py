@@ -30,9 +30,13 @@ from radeonlab.errors import EXIT_FAILURE, EXIT_USAGE
 from radeonlab.sandbox import demodata
 from radeonlab.sandbox.demo import write_spec
 from radeonlab.sandbox.hosts import Sandbox
+from tests.laptop_doubles import CLOSED_HUB
 
 REPO = Path(__file__).resolve().parent.parent
-HUB_MODEL = "Qwen/Qwen2.5-0.5B"  # a hub name: nothing local to build, never fetched (refused earlier)
+HUB_MODEL = "Qwen/Qwen2.5-0.5B"  # a Hub name: nothing local to build, never fetched (refused earlier)
+# The Hub is asked at an endpoint where nothing listens: the model is then "offline" (the host's cache would
+# decide), which is as far as the valid control spec goes before SSH. No test here reaches the Internet.
+HUB_ENV = {"HF_ENDPOINT": CLOSED_HUB}
 CLOSED_INVENTORY = 'ws1 = [("ws1", {"ssh_hostname": "127.0.77.250", "ssh_port": 1, "ssh_user": "lab"})]\n'
 HOSTILE = "my job; $(touch pwned) 'q' \"dq\" `id` ../ é"  # spaces, quotes, ;, $(), backticks, ../, unicode
 HUGE_LINE_MB = 50
@@ -48,7 +52,7 @@ class Work:
     inventory: Path
 
     def cli(self, *args: str) -> Result:
-        return CliRunner().invoke(main, list(args), catch_exceptions=False)
+        return CliRunner().invoke(main, list(args), env=HUB_ENV, catch_exceptions=False)
 
     def submit(self, spec: Path | None = None, *extra: str) -> Result:
         return self.cli("submit", str(spec or self.spec), "-i", str(self.inventory), *extra)
@@ -242,7 +246,11 @@ def test_a_host_that_is_not_provisioned_is_one_line_and_untouched(work: Work, sa
         result = CliRunner().invoke(
             main,
             ["submit", str(work.spec), "-i", str(REPO / "inventories/sandbox.py"), "--host", "bi-bare"],
-            env={"RADEONLAB_SANDBOX_DIR": str(sandbox.state_dir), "RADEONLAB_HOME": str(work.dir / "home")},
+            env={
+                "RADEONLAB_SANDBOX_DIR": str(sandbox.state_dir),
+                "RADEONLAB_HOME": str(work.dir / "home"),
+                **HUB_ENV,
+            },
             catch_exceptions=False,
         )
         after = host.exec(

@@ -17,11 +17,7 @@ from radeonlab.jobs.track.resume import common_checkpoint_step
 
 from radeonlab.contract.records import JobRecord
 from radeonlab.errors import InputError, RadeonlabError
-from radeonlab.sandbox import demodata
-from radeonlab.sandbox.demo import write_spec
-from tests.laptop_doubles import gpu, host_record, plan_with, target
-
-HUB_MODEL = "Qwen/Qwen2.5-0.5B"  # nothing local to hash; never fetched here
+from tests.laptop_doubles import demo_job, gpu, host_record, plan_with, target
 
 
 def test_master_is_the_first_host_at_the_address_its_peers_reach() -> None:
@@ -140,8 +136,7 @@ def test_ranks_are_staged_like_one_host_and_a_busy_gpu_cancels_every_node(
     (job.json with its rank, remedies and env, the supervisor's config.json, the host code) before any
     starts; then each starts without queueing, rank 0 first. ws2's launcher refuses: every rank is
     cancelled and the error is one line."""
-    spec = write_spec(tmp_path, {"model_name_or_path": HUB_MODEL, "max_steps": 5})
-    demodata.write_dataset(tmp_path / "data")
+    spec = demo_job(tmp_path)
     hosts = {
         n: (target(n, f"10.0.0.{i + 1}"), host_record(n, cpu_torch=True, jobs_dir=f"/{n}/jobs", venv="/v"))
         for i, n in enumerate(("ws1", "ws2"))

@@ -24,6 +24,7 @@ from radeonlab.jobs.spec.load import parse_text
 
 from radeonlab.errors import EXIT_FAILURE, PlacementError
 from tests.laptop_doubles import (
+    CLOSED_HUB,
     gpu,
     host_record,
     job_summary,
@@ -57,13 +58,14 @@ def fleet(queues: dict[str, int] | None = None) -> list[HostView]:
 
 
 def spec_needs(tmp_path: Path, text: str, model_config: dict | None = None) -> Needs:
-    """The needs of a LoRA spec; with model_config, its model is a local folder holding that config.json."""
-    model = "meta-llama/Meta-Llama-3-8B"
+    """The needs of a LoRA spec whose model is a local folder holding `model_config` as its config.json
+    (None: a folder without one, so the model's shape is unknown; a Hub model the Hub cannot be asked about
+    is the same case, with another note)."""
+    (tmp_path / "llama").mkdir(exist_ok=True)
+    (tmp_path / "llama" / "model.safetensors").write_bytes(b"SIMULATED weights")
     if model_config is not None:
-        (tmp_path / "llama").mkdir()
         (tmp_path / "llama" / "config.json").write_text(json.dumps(model_config))
-        model = "llama"
-    base = f"model_name_or_path: {model}\nstage: sft\nfinetuning_type: lora\ncutoff_len: 1024\n"
+    base = "model_name_or_path: llama\nstage: sft\nfinetuning_type: lora\ncutoff_len: 1024\n"
     spec = parse_text(base + text, tmp_path / "job.yaml")
     info = model_module.resolve(spec)
     return needs_of(spec, info.config, info.note)
@@ -73,14 +75,16 @@ def lines(decisions: list) -> dict[str, str]:
     return {d.host: d.line() for d in decisions}
 
 
-def test_hub_model_skips_the_estimate_and_the_shortest_queue_wins_then_free_vram(tmp_path: Path) -> None:
+def test_no_model_config_no_estimate_and_the_shortest_queue_wins_then_free_vram(
+    tmp_path: Path,
+) -> None:
     chosen, decisions = choose(fleet(), TARGETS, spec_needs(tmp_path, ""))
     # ws-6700 and ws-9070 both have an empty queue; the 9070 XT has more free VRAM; ws-xtx has a queue of 1
     assert chosen == ["ws-9070"]
     said = lines(decisions)
     assert said["ws-off"] == "ws-off: rejected: unreachable (timed out connecting to 10.0.0.9:22)"
     assert "accepted" in said["ws-xtx"] and "queue 1" in said["ws-xtx"]
-    assert "VRAM estimate skipped: meta-llama/Meta-Llama-3-8B is a Hub model" in said["ws-9070"]
+    assert f"VRAM estimate skipped: {tmp_path / 'llama'} has no config.json" in said["ws-9070"]
     assert said["demo"].startswith("demo: accepted: no GPU (trains on CPU)")
     # the cpu-only host is a fallback: last even with the shortest queue, and with the others busy
     busy = {"ws-xtx": 3, "ws-6700": 2, "ws-9070": 2}
@@ -219,7 +223,7 @@ def test_submit_without_a_fitting_host_exits_nonzero_with_every_reason(
     )
     probed = {v.name: v for v in fleet()}
     monkeypatch.setattr(placement, "probe_hosts", lambda targets, timeout: [probed[t.name] for t in targets])
-    env = {"RADEONLAB_HOME": str(tmp_path / "home")}
+    env = {"RADEONLAB_HOME": str(tmp_path / "home"), "HF_ENDPOINT": CLOSED_HUB}  # no Hub to ask
     from radeonlab.cli import main
 
     result = CliRunner().invoke(main, ["submit", str(spec), "-i", str(inventory)], env=env)

@@ -19,14 +19,17 @@ from radeonlab.contract.records import HostRecord
 from radeonlab.errors import EXIT_FAILURE, EXIT_USAGE, InventoryError, NotProvisionedError
 from radeonlab.sandbox import demodata
 from radeonlab.sandbox.demo import sparkline, write_spec
-from tests.laptop_doubles import host_record
+from tests.laptop_doubles import CLOSED_HUB, host_record
 
 REPO = Path(__file__).resolve().parent.parent
 SEED = REPO / "jobs/examples/seed.yaml"
 
 
 def invoke(*args: str, env: dict[str, str] | None = None):  # noqa: ANN201
-    return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+    """`radeonlab ARGS`; a Hub model is asked of a Hub endpoint where nothing listens (never the Internet)."""
+    return CliRunner().invoke(
+        main, list(args), env={"HF_ENDPOINT": CLOSED_HUB, **(env or {})}, catch_exceptions=False
+    )
 
 
 def test_a_missing_inventory_is_one_line_without_traceback(tmp_path: Path) -> None:
