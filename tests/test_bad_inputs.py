@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from radeonlab.jobs.fleet import store
 from radeonlab.jobs.ssh import hostcode
 
 from radeonlab.cli import main
@@ -42,6 +43,12 @@ HOSTILE = "my job; $(touch pwned) 'q' \"dq\" `id` ../ é"  # spaces, quotes, ;, 
 HUGE_LINE_MB = 50
 HUGE_RSS_MB = 700  # ~4x the line in RAM is what a line-based reader costs
 HANG_GUARD_S = 120  # not a speed assertion (none on this shared machine): a reader stuck on the line fails
+
+
+@pytest.fixture(autouse=True)
+def laptop_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The laptop's job cache in this test's folder: verbs that resolve a job id open it first."""
+    monkeypatch.setenv(store.HOME_ENV, str(tmp_path / "laptop-home"))
 
 
 @dataclass

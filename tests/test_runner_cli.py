@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from radeonlab.jobs.fleet import store
 from radeonlab.jobs.fleet.inventory import load_inventory
 from radeonlab.jobs.fleet.probe import parse_probe, require_record
 from radeonlab.jobs.plan.plan import choose_targets
@@ -23,6 +24,12 @@ from tests.laptop_doubles import CLOSED_HUB, host_record
 
 REPO = Path(__file__).resolve().parent.parent
 SEED = REPO / "jobs/examples/seed.yaml"
+
+
+@pytest.fixture(autouse=True)
+def laptop_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The laptop's job cache in this test's folder: verbs that resolve a job id open it first."""
+    monkeypatch.setenv(store.HOME_ENV, str(tmp_path / "laptop-home"))
 
 
 def invoke(*args: str, env: dict[str, str] | None = None):  # noqa: ANN201
