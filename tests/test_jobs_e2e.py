@@ -107,7 +107,9 @@ def demo_job(lab: Lab) -> dict[str, object]:
 def test_demo_job_trains_and_the_loss_falls(lab: Lab, demo_job: dict) -> None:
     watched = demo_job["watch"]
     assert watched.exit_code == 0, watched.output
-    assert watched.stdout.strip().splitlines()[-1] == f"{demo_job['id']}: succeeded"
+    last = watched.stdout.strip().splitlines()[-1]
+    assert last.startswith(f"{demo_job['id']}: succeeded") and "effective" in last, last
+    assert re.search(r" \d+ tok/s", watched.stdout), watched.stdout[-2000:]  # token counting is on
     assert re.search(rf"step {DEMO_STEPS}/{DEMO_STEPS}  loss ", watched.stdout)
     assert "VRAM" in watched.stdout and "°C" in watched.stdout  # readings of the simulated card
     log = (demo_job["local"] / "output/trainer_log.jsonl").read_text().splitlines()
@@ -149,8 +151,7 @@ def test_the_fetched_adapter_loads_with_peft_and_was_trained(lab: Lab, demo_job:
 def test_resubmitting_unchanged_data_sends_no_dataset_bytes(lab: Lab, demo_job: dict) -> None:
     job_id, out = submit(lab, lab.long_spec)  # another spec, the same data and model
     lab.jobs["long"] = job_id
-    assert "datasets: 0 bytes transferred (the host already has this exact data)" in out, out
-    assert "model: 7 file(s): sent 0 B" in out, out
+    assert "upload -> lab1: 8 file(s): sent 0 B; 8 already on the host" in out, out
 
 
 def test_a_dropped_ssh_connection_neither_stops_training_nor_watch(lab: Lab, demo_job: dict) -> None:
@@ -238,7 +239,7 @@ def test_invalid_specs_upload_nothing(lab: Lab, demo_job: dict) -> None:
                      ("ddp_backend", "remove ddp_backend")):  # fmt: skip
         assert any(key in line and fix in line for line in seed.stdout.splitlines()), (key, seed.stdout)
     refused = cli(lab, "submit", str(REPO / "jobs/examples/seed.yaml"), "-i", INVENTORY, "--host", HOST)
-    assert refused.exit_code == 1 and "nothing uploaded" in refused.stderr
+    assert refused.exit_code == 2 and "nothing uploaded" in refused.stderr
 
     bad = lab.work / "bad"
     spec = write_spec(bad, {"max_steps": 5})
@@ -251,7 +252,7 @@ def test_invalid_specs_upload_nothing(lab: Lab, demo_job: dict) -> None:
     assert checked.exit_code != 0
     assert any(line.startswith(f"{data}:7:") for line in checked.stdout.splitlines()), checked.stdout
     refused = cli(lab, "submit", str(spec), "-i", INVENTORY, "--host", HOST)
-    assert refused.exit_code == 1 and f"{data}:7:" in refused.stderr
+    assert refused.exit_code == 2 and f"{data}:7:" in refused.stderr
     assert host_listing(lab.host, BLOBS_DIR) == blobs and host_listing(lab.host, JOBS_DIR) == jobs
 
 
@@ -266,3 +267,81 @@ def test_an_unprovisioned_host_is_one_line_with_the_deploy_command(lab: Lab) -> 
         f"radeonlab: error: jr-bare is not provisioned (no /etc/radeonlab/host.json): provision it first: "
         f"pyinfra -y --limit jr-bare {INVENTORY} deploy/setup.py"
     )
+
+
+def test_dry_run_prints_the_plan_changes_nothing_then_the_same_spec_runs_as_planned(lab: Lab) -> None:
+    spec = write_spec(lab.work / "dry", {"max_steps": 3})
+    (lab.work / "dry" / "tiny-llama").symlink_to(lab.work / "tiny-llama")
+    data = demodata.write_dataset(lab.work / "dry" / "data")
+    data.write_text(
+        data.read_text() + json.dumps({"instruction": "x", "input": "dry", "output": "DRY"}) + "\n"
+    )
+    blobs, jobs = host_listing(lab.host, BLOBS_DIR), host_listing(lab.host, JOBS_DIR)
+    shown = cli(lab, "submit", str(spec), "-i", INVENTORY, "--host", HOST, "--dry-run", "learning_rate=1e-3")
+    assert shown.exit_code == 0, shown.output
+    text = shown.stdout
+    assert f"host {HOST} (named with --host" in text and "GPU 0 AMD Radeon RX 7900 XTX" in text, text
+    assert "precision fp32" in text and "~ output_dir: 'output' -> '/home/lab/radeonlab/jobs/" in text, text
+    assert "~ include_num_input_tokens_seen: (unset) -> True" in text and "= learning_rate=1e-3" in text
+    size = data.stat().st_size
+    assert re.search(rf"to send: {size:,} bytes", text), text  # only the changed dataset: the model is there
+    assert "VRAM estimate: fits" in text and "queue: the GPU is free" in text, text
+    planned = json.loads(cli(lab, "submit", str(spec), "-i", INVENTORY, "--host", HOST, "--dry-run",
+                             "--json").stdout)  # fmt: skip
+    assert planned["nodes"][0]["bytes_to_send"] == size and planned["nodes"][0]["precision"] == "fp32"
+    assert host_listing(lab.host, BLOBS_DIR) == blobs and host_listing(lab.host, JOBS_DIR) == jobs
+    job_id, out = submit(lab, spec)
+    assert f"sent {size / 1000:.1f} KB" in out, out
+    config = lab.host.exec(["cat", f"{JOBS_DIR}/{job_id}/config.yaml"]).stdout
+    assert (
+        "include_num_input_tokens_seen: true" in config and "output_dir: /home/lab/radeonlab/jobs/" in config
+    )
+    assert cli(lab, "watch", job_id, "-i", INVENTORY).exit_code == 0
+
+
+def test_job_refs_prefix_and_last(lab: Lab, demo_job: dict) -> None:
+    job_id = str(demo_job["id"])
+    by_prefix = cli(lab, "status", job_id[: len(job_id) - 3], "-i", INVENTORY, "--json")
+    assert by_prefix.exit_code == 0 and json.loads(by_prefix.stdout)["id"] == job_id, by_prefix.output
+    last = cli(lab, "status", "@last", "-i", INVENTORY, "--json")
+    assert last.exit_code in (0, 1) and json.loads(last.stdout)["id"], last.output
+
+
+def test_strict_refuses_a_model_that_does_not_fit_the_card_before_anything_is_sent(lab: Lab) -> None:
+    """Llama-3-8B's real config.json (no weights: the estimate needs only the shape) at bf16 LoRA, cutoff
+    1024: ~21 GB on this host's simulated 24 GB RX 7900 XTX fits; a batch of 8 does not, and --strict
+    refuses it before any byte is sent (tests/test_hub_e2e.py judges it on a 16 GB card through the Hub)."""
+    import shutil
+
+    from radeonlab.sandbox import hubcatalog
+
+    folder = lab.work / "big8b"
+    spec = write_spec(folder, {"max_steps": 1, "cutoff_len": 1024, "per_device_train_batch_size": 1})
+    spec.write_text(spec.read_text() + "bf16: true\n")
+    demodata.write_dataset(folder / "data")
+    model = folder / "tiny-llama"
+    model.mkdir()
+    shutil.copy(hubcatalog.RECORDED / "Meta-Llama-3-8B" / "config.json", model / "config.json")
+    blobs, jobs = host_listing(lab.host, BLOBS_DIR), host_listing(lab.host, JOBS_DIR)
+    fits = cli(lab, "submit", str(spec), "-i", INVENTORY, "--host", HOST, "--dry-run", "--strict")
+    assert fits.exit_code == 0 and "VRAM estimate: fits: ~19.7 GiB" in fits.stdout, fits.output
+    refused = cli(lab, "submit", str(spec), "-i", INVENTORY, "--host", HOST, "--strict",
+                  "per_device_train_batch_size=8")  # fmt: skip
+    assert refused.exit_code == 1, refused.output
+    assert "does not fit" in refused.stderr and "refused (--strict), nothing uploaded" in refused.stderr
+    assert host_listing(lab.host, BLOBS_DIR) == blobs and host_listing(lab.host, JOBS_DIR) == jobs
+
+
+def test_a_recorded_card_missing_from_sysfs_marks_the_host_not_provisioned(lab: Lab) -> None:
+    lab.host.set_card(None)  # the card removed, or amdgpu not loaded after a kernel update
+    try:
+        fleet = json.loads(cli(lab, "fleet", "-i", INVENTORY, "--limit", HOST, "--json").stdout)[0]
+        assert not fleet["provisioned"], fleet
+        assert (
+            "GPU 0 AMD Radeon RX 7900 XTX is not in sysfs (card removed, or amdgpu not loaded)"
+            in (fleet["provisioned_note"])
+        )
+        refused = cli(lab, "submit", str(lab.spec), "-i", INVENTORY, "--host", HOST, "--dry-run")
+        assert refused.exit_code == 1 and "is not in sysfs" in refused.stderr, refused.output
+    finally:
+        lab.host.set_card("rx7900xtx")
