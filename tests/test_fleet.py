@@ -1,8 +1,9 @@
-"""`radeonlab fleet` without sandbox hosts: the probe script run locally, its parsing, and the deadline.
+"""`radeonlab fleet` without sandbox hosts: the host's probe tool run here from the shipped code, its parsing
+into a HostView, and the deadline.
 
 The deadline tests use real sockets on loopback: a closed port (connection refused) and a listening socket
-that accepts TCP but never speaks SSH (it must time out at the fleet's timeout, not the transport's 15 s).
-End to end on sandbox hosts: tests/test_wheel_cache.py.
+that accepts TCP but never speaks SSH (it must end at the fleet's deadline, not the transport's 15 s: the
+error then says "no answer within N s"). End to end on sandbox hosts: tests/test_wheel_cache.py.
 """
 
 from __future__ import annotations
@@ -10,161 +11,161 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from radeonlab.jobs.fleet.inventory import HostTarget
-from radeonlab.jobs.fleet.probe import (
-    HostStatus,
-    exit_code,
-    gather,
-    judge_record,
-    parse_probe,
-    probe_script,
-)
-from radeonlab.roles.verify.defaults import RECORD_SCHEMA
+from radeonlab.jobs.fleet.probe import HostView, parse_probe, probe_hosts
+from radeonlab.jobs.host import probe as probe_tool
 
 from radeonlab.cli import main
+from radeonlab.contract.records import GIB, HOST_RECORD_SCHEMA
+from radeonlab.contract.state import JobState
+from radeonlab.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from radeonlab.sandbox.simcards import CARDS, write_sysclass
+from tests.laptop_doubles import gpu, host_record, run_host_tool, ship_code
 
-GIB = 1024**3
+XTX = CARDS["rx7900xtx"]
 
 
-def record(jobs_dir: str, schema: int = RECORD_SCHEMA) -> dict:
-    return {
-        "schema": schema,
-        "host": "ws1",
-        "jobs_dir": jobs_dir,
-        "rocm": {"stream": "legacy", "version": "7.2.4", "installed": "7.2.4.70204-1"},
-        "torch": {"version": "2.13.0+cpu", "hip": None},
-        "gpus": [
-            {"index": 0, "node": 1, "gfx": "gfx1100", "name": "Radeon RX 7900 XTX", "vram_total": 24 * GIB}
-        ],
+def record(jobs_dir: str, schema: int = HOST_RECORD_SCHEMA, pci_ids: bool = True) -> dict:
+    """A schema-2 host record of a workstation with one RX 7900 XTX (as roles/verify/record.py writes it).
+
+    pci_ids=False: this machine has no AMD card, so a probe here reads none; without the card's PCI ids in
+    the record the missing card is not judged (as for records written before the ids were recorded)."""
+    card = gpu("rx7900xtx") if pci_ids else gpu("rx7900xtx", device_id=None, revision=None)
+    return host_record("ws1", [card], jobs_dir=jobs_dir, schema=schema).to_dict()
+
+
+def write_job(
+    jobs_dir: Path, job_id: str, state: str, pid: int | None = None, gpus: list | None = None
+) -> None:
+    folder = jobs_dir / job_id
+    folder.mkdir(parents=True)
+    job = {
+        "id": job_id,
+        "name": job_id,
+        "created_at": "2026-12-01T00:00:00Z",
+        "gpus": [0] if gpus is None else gpus,
     }
+    (folder / "job.json").write_text(json.dumps(job))
+    (folder / "state.json").write_text(json.dumps({"state": state, "pid": pid}))
 
 
-def write_job(jobs_dir: Path, name: str, state: str, pid: int | None = None) -> None:
-    (jobs_dir / name).mkdir(parents=True)
-    (jobs_dir / name / "state.json").write_text(json.dumps({"state": state, "pid": pid}))
-
-
-def run_probe_locally(record_path: Path) -> str:
-    """The probe script exactly as a host runs it (`bash -s -- <record path>`, script on stdin)."""
-    done = subprocess.run(
-        ["bash", "-s", "--", str(record_path)],
-        input=probe_script(),
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+def run_probe(tmp_path: Path, record_path: Path, *args: str) -> dict:
+    """The probe tool exactly as a host runs it: `python3 -m radeonlab.jobs.host.probe`, shipped code only."""
+    done = run_host_tool(ship_code(tmp_path / "code"), "probe", "--record", str(record_path), *args)
     assert done.returncode == 0, done.stderr
-    return done.stdout
+    return json.loads(done.stdout)
 
 
-def test_probe_script_reports_record_and_jobs(tmp_path: Path) -> None:
+@pytest.fixture
+def sleepers() -> Iterator[list[subprocess.Popen]]:
+    """Live processes to stand for a job's launcher (their pids go into state.json)."""
+    procs: list[subprocess.Popen] = []
+    yield procs
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def test_probe_tool_reports_record_and_jobs(tmp_path: Path, sleepers: list) -> None:
     jobs = tmp_path / "jobs"
-    sleeper = subprocess.Popen(["sleep", "30"])
-    try:
-        write_job(jobs, "live-1", "running", sleeper.pid)
-        write_job(jobs, "dead-1", "running", 2**22 + 12345)  # above pid_max's default: no such process
-        write_job(jobs, "q-1", "queued")
-        write_job(jobs, "q-2", "queued")
-        write_job(jobs, "done-1", "succeeded", 1)
-        (jobs / "not-a-job").mkdir()
-        path = tmp_path / "host.json"
-        path.write_text(json.dumps(record(str(jobs))))
-        status = parse_probe("ws1", run_probe_locally(path))
-    finally:
-        sleeper.kill()
-        sleeper.wait()
-    assert status.reachable and status.provisioned and status.error is None
-    assert (status.running, status.stale, status.queued) == (["live-1"], ["dead-1"], 2)
-    assert (status.rocm, status.torch) == ("7.2.4.70204-1", "2.13.0+cpu")
-    # this machine has no AMD card: the record's GPU, with no live readings
-    assert [(g.name, g.gfx, g.vram_total, g.temp_c) for g in status.gpus] == [
-        ("Radeon RX 7900 XTX", "gfx1100", 24 * GIB, None)
-    ]
+    sleepers += [subprocess.Popen(["sleep", "60"]) for _ in range(3)]
+    dead = 2**22 + 12345  # above the largest pid_max: no such process
+    write_job(jobs, "live-1", "running", sleepers[0].pid)
+    write_job(jobs, "dead-1", "running", dead)
+    write_job(jobs, "q-1", "queued", sleepers[1].pid)  # a launcher waiting in line for the GPU
+    write_job(jobs, "q-2", "queued", sleepers[2].pid, gpus=[])  # ... for the CPU
+    write_job(jobs, "q-gone", "queued", dead)  # its launcher died while waiting: not in the queue
+    write_job(jobs, "done-1", "succeeded", 1)
+    (jobs / "not-a-job").mkdir()  # no job.json: not a job folder
+    path = tmp_path / "host.json"
+    path.write_text(json.dumps(record(str(jobs), pci_ids=False)))
+    view = parse_probe("ws1", run_probe(tmp_path, path))
+    assert view.reachable and view.provisioned and view.error is None and view.note == ""
+    assert [j["id"] for j in view.jobs] == ["dead-1", "done-1", "live-1", "q-1", "q-2", "q-gone"]
+    assert [j["id"] for j in view.live_jobs(JobState.RUNNING)] == ["live-1"]
+    assert [j["id"] for j in view.live_jobs(JobState.QUEUED)] == ["q-1", "q-2"]
+    assert view.stale == ["dead-1"]
+    assert view.queue() == {"0": 2, "cpu": 1}  # live-1 + q-1 on GPU 0, q-2 on the CPU
+    shown = view.to_dict()
+    assert (shown["rocm"], shown["torch"]) == ("7.2.4.70204-1", "2.13.0+rocm7.2")
+    assert (shown["running"], shown["queued"], shown["stale"]) == (["live-1"], ["q-1", "q-2"], ["dead-1"])
+    # this machine has no AMD card: the record's GPU is known, with no live readings
+    assert view.record is not None and [g.name for g in view.record.gpus] == [XTX["name"]]
+    assert view.gpus == [] and shown["gpus"] == []
 
 
-def test_probe_script_without_record_is_reachable_but_not_provisioned(tmp_path: Path) -> None:
-    status = parse_probe("ws1", run_probe_locally(tmp_path / "missing.json"))
-    assert status.reachable and not status.provisioned
-    assert status.provisioned_note == "no host record" and status.error is None and status.queued is None
+def test_probe_tool_without_record_is_reachable_but_not_provisioned(tmp_path: Path) -> None:
+    view = parse_probe("ws1", run_probe(tmp_path, tmp_path / "missing.json"))
+    assert view.reachable and not view.provisioned and view.error is None
+    assert view.note == "no host record" and view.jobs == [] and view.queue() == {}
 
 
-def test_record_schema_mismatch_is_not_provisioned() -> None:
-    rec, note = judge_record(json.dumps(record("/j", schema=RECORD_SCHEMA + 1)))
-    assert rec is None and "schema" in note
-    assert judge_record("{not json")[1] == "host record unreadable (not JSON)"
-    assert judge_record(json.dumps(record("/j")))[0] is not None
+def test_record_of_another_schema_or_unreadable_is_not_provisioned(tmp_path: Path) -> None:
+    path = tmp_path / "host.json"
+    path.write_text(json.dumps(record("/j", schema=HOST_RECORD_SCHEMA + 1)))
+    newer = parse_probe("ws1", run_probe(tmp_path, path, "--jobs", "none"))
+    assert not newer.provisioned
+    assert newer.note == f"host record schema {HOST_RECORD_SCHEMA + 1}, this radeonlab reads schema 2"
+    path.write_text("{not json")
+    broken = parse_probe("ws1", run_probe(tmp_path, path, "--jobs", "none"))
+    assert not broken.provisioned and broken.note == "host record unreadable (JSONDecodeError)"
+    path.write_text(json.dumps(record("/j", pci_ids=False)))
+    assert parse_probe("ws1", run_probe(tmp_path, path, "--jobs", "none")).provisioned
 
 
-def test_readings_fill_vram_temperature_and_power() -> None:
-    out = "\n".join(
-        [
-            "@record",
-            json.dumps(record("/nonexistent")),
-            "@readings",
-            "@gpu 128",
-            f"mem_info_vram_total={24 * GIB}",
-            f"mem_info_vram_used={3 * GIB}",
-            "hwmon/temp1_input=45000",
-            "hwmon/temp1_label=edge",
-            "hwmon/power1_average=35000000",
-            "@kfd 1 128",
-            "@jobs",
-            '{"running": [], "queued": 0, "stale": []}',
-        ]
-    )
-    gpu = parse_probe("ws1", out).gpus[0]
-    assert (gpu.vram_used, gpu.vram_total, gpu.temp_c, gpu.power_w) == (3 * GIB, 24 * GIB, 45.0, 35.0)
+def test_readings_fill_vram_temperature_and_power(tmp_path: Path) -> None:
+    """The probe's readings from a SIMULATED card's sysfs tree (recorded RX 7900 XTX values), mapped onto
+    the record's GPU index through the KFD node."""
+    sysfs = tmp_path / "sys"
+    write_sysclass(sysfs / "class", "rx7900xtx")
+    hwmon = sysfs / "class/drm/card0/device/hwmon/hwmon0"
+    (hwmon / "power1_average").write_text("35000000\n")  # microwatts; not in the recording
+    path = tmp_path / "host.json"
+    path.write_text(json.dumps(record(str(tmp_path / "jobs"))))
+    data = probe_tool.probe(str(path), "none", None, str(sysfs))
+    reading = parse_probe("ws1", data).reading(0)
+    assert reading is not None, data
+    recorded_temp = int((hwmon / "temp1_input").read_text()) / 1000
+    assert (reading.vram_used, reading.vram_total) == (XTX["vram_used"], XTX["vram_total"])
+    assert (reading.temp_c, reading.power_w) == (recorded_temp, 35.0)
+    assert (reading.device_id, reading.revision) == (0x744C, 0xC8)
 
 
-def probe_output(record_gpu: dict, device: str, revision: str) -> str:
-    """A probe's output for a host whose record has `record_gpu` and whose live card has these PCI ids."""
+def probe_data(recorded_gpu: dict, reading: dict | None) -> dict:
+    """The probe's JSON for a host whose record has `recorded_gpu` and whose live card reads `reading`."""
     rec = record("/nonexistent")
-    rec["gpus"] = [record_gpu]
-    return "\n".join(
-        [
-            "@record",
-            json.dumps(rec),
-            "@readings",
-            "@gpu 128",
-            f"device={device}",
-            f"revision={revision}",
-            f"mem_info_vram_total={12 * GIB}",
-            "@kfd 1 128",
-            "@jobs",
-            '{"running": [], "queued": 0, "stale": []}',
-        ]
-    )
+    rec["gpus"] = [recorded_gpu]
+    return {"record": rec, "record_error": "", "gpus": [reading] if reading else [], "jobs": []}
 
 
-XTX = {"index": 0, "node": 1, "gfx": "gfx1100", "name": "AMD Radeon RX 7900 XTX", "vram_total": 24 * GIB}
+RECORDED_XTX = asdict(gpu("rx7900xtx"))
 
 
 def test_a_card_swapped_since_provisioning_makes_the_host_not_provisioned() -> None:
     # recorded for a 7900 XTX (0x744c rev 0xc8); the host now holds an RX 6700 XT (0x73df rev 0xc1)
-    recorded = {**XTX, "device_id": 0x744C, "revision": 0xC8}
-    status = parse_probe("ws1", probe_output(recorded, "0x73df", "0xc1"))
-    assert not status.provisioned
-    assert status.provisioned_note == (
+    swapped = parse_probe(
+        "ws1", probe_data(RECORDED_XTX, {"index": 0, "device_id": 0x73DF, "revision": 0xC1})
+    )
+    assert not swapped.provisioned
+    assert swapped.note == (
         "card changed since provisioning: GPU 0 was AMD Radeon RX 7900 XTX, is now AMD Radeon RX 6700 XT; "
         "re-run deploy/setup.py"
     )
-    same = parse_probe("ws1", probe_output(recorded, "0x744c", "0xc8"))
-    assert same.provisioned and same.provisioned_note == ""
+    same = parse_probe("ws1", probe_data(RECORDED_XTX, {"index": 0, "device_id": 0x744C, "revision": 0xC8}))
+    assert same.provisioned and same.note == ""
 
 
 def test_a_recorded_card_missing_from_sysfs_makes_the_host_not_provisioned() -> None:
     """amdgpu not loaded (e.g. after a kernel update without the dkms module): no card in the readings."""
-    out = probe_output({**XTX, "device_id": 0x744C, "revision": 0xC8}, "0x744c", "0xc8")
-    out = out.replace("@kfd 1 128", "@kfd 2 128")  # the only card sits on another node: GPU 0 has none
-    status = parse_probe("ws1", out)
-    assert not status.provisioned
-    assert status.provisioned_note == (
+    view = parse_probe("ws1", probe_data(RECORDED_XTX, None))
+    assert not view.provisioned
+    assert view.note == (
         "card changed since provisioning: GPU 0 AMD Radeon RX 7900 XTX is not in sysfs (card removed, or "
         "amdgpu not loaded); re-run deploy/setup.py"
     )
@@ -172,12 +173,21 @@ def test_a_recorded_card_missing_from_sysfs_makes_the_host_not_provisioned() -> 
 
 def test_a_record_without_device_ids_is_not_judged_by_them() -> None:
     """Records written before device ids were recorded stay valid: no id, nothing to compare."""
-    assert parse_probe("ws1", probe_output(XTX, "0x73df", "0xc1")).provisioned
+    old = {**RECORDED_XTX, "device_id": None, "revision": None}
+    assert parse_probe(
+        "ws1", probe_data(old, {"index": 0, "device_id": 0x73DF, "revision": 0xC1})
+    ).provisioned
+    assert parse_probe("ws1", probe_data(old, None)).provisioned
 
 
-def test_exit_code_is_one_when_any_host_is_unreachable() -> None:
-    assert exit_code([HostStatus("a", True), HostStatus("b", True)]) == 0
-    assert exit_code([HostStatus("a", True), HostStatus("b", False, "refused")]) == 1
+def test_fleet_json_lists_gpus_with_their_readings() -> None:
+    data = probe_data(
+        RECORDED_XTX, {"index": 0, "vram_used": 3 * GIB, "vram_total": 24 * GIB, "temp_edge_c": 45.0}
+    )
+    shown = parse_probe("ws1", data).to_dict()
+    assert [(g["name"], g["gfx"], g["vram_used"], g["temp_c"]) for g in shown["gpus"]] == [
+        (XTX["name"], "gfx1100", 3 * GIB, 45.0)
+    ]
 
 
 # --- the deadline, against real sockets ----------------------------------------------------------------
@@ -203,14 +213,11 @@ def target(name: str, port: int, tmp_path: Path) -> HostTarget:
 
 def test_silent_and_refused_hosts_do_not_stall_the_others(tmp_path: Path, silent_port: int) -> None:
     targets = [target("silent", silent_port, tmp_path), target("refused", closed_port(), tmp_path)]
-    start = time.monotonic()
-    statuses = gather(targets, timeout=1.5)
-    elapsed = time.monotonic() - start
-    assert 1.4 < elapsed < 3.0, elapsed  # the fleet's timeout, not the transport's 15 s
-    silent, refused = statuses
+    silent, refused = probe_hosts(targets, timeout=1.5)
+    # the fleet's deadline ended the silent host (the transport's own 15 s timeout says something else)
     assert not silent.reachable and silent.error == "no answer within 1.5 s"
-    assert not refused.reachable and "refused" in refused.error.lower()
-    assert exit_code(statuses) == 1
+    assert not refused.reachable and "refused" in (refused.error or "").lower()
+    assert refused.error.startswith("cannot reach refused (127.0.0.1:")  # one line, named, no traceback
 
 
 def test_cli_json_and_exit_code(tmp_path: Path, silent_port: int) -> None:
@@ -219,13 +226,29 @@ def test_cli_json_and_exit_code(tmp_path: Path, silent_port: int) -> None:
     entries = [(n, {"ssh_hostname": "127.0.0.1", "ssh_port": p, "ssh_key": "k"}) for n, p in hosts]
     inventory.write_text(f"hosts = {entries!r}\n")
     result = CliRunner().invoke(main, ["fleet", "-i", str(inventory), "--timeout", "1", "--json"])
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == EXIT_FAILURE, result.output  # any host unreachable: 1
     rows = json.loads(result.stdout)
     assert [(r["host"], r["reachable"]) for r in rows] == [("silent", False), ("refused", False)]
     assert rows[0]["error"] == "no answer within 1 s"
 
     table = CliRunner().invoke(main, ["fleet", "-i", str(inventory), "--timeout", "1", "--limit", "refused"])
-    assert table.exit_code == 1 and "refused" in table.output and "silent" not in table.output
+    assert table.exit_code == EXIT_FAILURE and "refused" in table.output and "silent" not in table.output
 
     bad = CliRunner().invoke(main, ["fleet", "-i", str(inventory), "--limit", "nope"])
-    assert bad.exit_code == 2 and "no host or group matches 'nope'" in bad.output
+    assert bad.exit_code == EXIT_USAGE, bad.output
+    assert len(bad.stderr.strip().splitlines()) == 1
+    assert bad.stderr.startswith(
+        "radeonlab: error: no host or group matches 'nope'; known hosts: silent, refused"
+    )
+
+
+def test_cli_exit_zero_when_every_host_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Exit 0 needs every host reachable: a view of one reachable host stands in for SSH here."""
+    from radeonlab.jobs.fleet import probe
+
+    inventory = tmp_path / "inv.py"
+    inventory.write_text('hosts = ["ws1"]\n')
+    monkeypatch.setattr(probe, "probe_hosts", lambda targets, timeout: [HostView("ws1")])
+    result = CliRunner().invoke(main, ["fleet", "-i", str(inventory), "--json"])
+    assert result.exit_code == EXIT_OK, result.output
+    assert json.loads(result.stdout)[0]["host"] == "ws1"

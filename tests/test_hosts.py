@@ -14,6 +14,8 @@ from radeonlab.jobs.fleet.inventory import (
     select_hosts,
 )
 
+from radeonlab import errors
+
 INVENTORY = """
 _common = {"ssh_user": "lab", "ssh_key": "keys/id_ed25519", "ssh_known_hosts_file": "/srv/known_hosts"}
 workstations = [
@@ -77,8 +79,10 @@ def test_runtime_error_names_the_line(tmp_path: Path) -> None:
 
 def test_missing_file_is_not_taken_for_a_host_list(tmp_path: Path) -> None:
     # pyinfra itself would read "nope.py" as a host name; the job runner wants a file
-    with pytest.raises(InventoryError, match="no such inventory file"):
+    with pytest.raises(InventoryError, match="no such inventory file") as err:
         load_inventory(tmp_path / "nope.py")
+    # radeonlab's own input error: the CLI prints it as it is and exits 2 (radeonlab/errors.py)
+    assert isinstance(err.value, errors.InputError) and err.value.exit_code == errors.EXIT_USAGE
 
 
 def test_accepting_any_host_key_is_refused(tmp_path: Path) -> None:

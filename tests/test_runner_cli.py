@@ -1,36 +1,47 @@
 """The job runner's CLI and helpers without a host: errors are one line, checks run before anything else,
-the host record is judged, the demo's loss curve is drawn. (End to end on a sandbox host:
-tests/test_jobs_e2e.py.)"""
+the host record is judged, the loss curve is drawn. (End to end on a sandbox host: tests/test_jobs_e2e.py;
+the CLI's own conventions: tests/test_cli.py.)"""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from radeonlab.jobs.apply import submit as runner
-from radeonlab.jobs.fleet.hostrecord import blobs_dir, read_host_record
-from radeonlab.jobs.fleet.inventory import HostTarget, InventoryError, load_inventory
+from radeonlab.jobs.fleet import store
+from radeonlab.jobs.fleet.inventory import load_inventory
+from radeonlab.jobs.fleet.probe import parse_probe, require_record
+from radeonlab.jobs.plan.plan import choose_targets
 from radeonlab.jobs.spec import load as spec_module
-from radeonlab.jobs.ssh.connection import RunResult
 
 from radeonlab.cli import main
-from radeonlab.errors import NotProvisionedError, RadeonlabError
+from radeonlab.cli.views import sparkline as cli_sparkline
+from radeonlab.contract.records import HostRecord
+from radeonlab.errors import EXIT_FAILURE, EXIT_USAGE, InventoryError, NotProvisionedError
 from radeonlab.sandbox import demodata
 from radeonlab.sandbox.demo import sparkline, write_spec
+from tests.laptop_doubles import CLOSED_HUB, host_record
 
 REPO = Path(__file__).resolve().parent.parent
 SEED = REPO / "jobs/examples/seed.yaml"
 
 
-def invoke(*args: str, env: dict[str, str] | None = None):
-    return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+@pytest.fixture(autouse=True)
+def laptop_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The laptop's job cache in this test's folder: verbs that resolve a job id open it first."""
+    monkeypatch.setenv(store.HOME_ENV, str(tmp_path / "laptop-home"))
+
+
+def invoke(*args: str, env: dict[str, str] | None = None):  # noqa: ANN201
+    """`radeonlab ARGS`; a Hub model is asked of a Hub endpoint where nothing listens (never the Internet)."""
+    return CliRunner().invoke(
+        main, list(args), env={"HF_ENDPOINT": CLOSED_HUB, **(env or {})}, catch_exceptions=False
+    )
 
 
 def test_a_missing_inventory_is_one_line_without_traceback(tmp_path: Path) -> None:
     result = invoke("status", "demo-20260101-000000-abcd", "-i", str(tmp_path / "nope.py"))
-    assert result.exit_code == 1
+    assert result.exit_code == EXIT_USAGE, result.output
     assert result.stderr.strip().splitlines() == [
         f"radeonlab: error: {tmp_path / 'nope.py'}: no such inventory file"
     ]
@@ -39,15 +50,15 @@ def test_a_missing_inventory_is_one_line_without_traceback(tmp_path: Path) -> No
 
 def test_inventory_defaults_to_the_environment_variable(tmp_path: Path) -> None:
     missing = tmp_path / "from-env.py"
-    result = invoke("list", env={"RADEONLAB_INVENTORY": str(missing)})
-    assert result.exit_code == 1
-    assert str(missing) in result.stderr
+    result = invoke("list", env={"RADEONLAB_INVENTORY": str(missing), "RADEONLAB_HOME": str(tmp_path)})
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert result.stderr.strip().splitlines() == [f"radeonlab: error: {missing}: no such inventory file"]
 
 
 def test_submit_checks_the_spec_before_it_reads_the_inventory(tmp_path: Path) -> None:
     # the inventory does not even exist: the checks must refuse first, naming each invalid key and its fix
     result = invoke("submit", str(SEED), "-i", str(tmp_path / "nope.py"), "--host", "ws1")
-    assert result.exit_code == 1
+    assert result.exit_code == EXIT_USAGE
     assert "no such inventory" not in result.stderr
     for key, fix in (("compute_type", "bf16: true"), ("disable_flash_attn", "flash_attn: disabled")):
         assert any(key in line and fix in line for line in result.stderr.splitlines()), (key, result.stderr)
@@ -56,45 +67,52 @@ def test_submit_checks_the_spec_before_it_reads_the_inventory(tmp_path: Path) ->
     assert "nothing uploaded" in result.stderr
 
 
-class FakeRemote:
-    """A Remote stand-in answering `cat /etc/radeonlab/host.json` with canned text (no SSH)."""
-
-    def __init__(self, text: str | None) -> None:
-        self.text = text
-        self.target = HostTarget(name="ws9", hostname="127.0.0.1")
-
-    def run(self, argv, check=True, **_kw):  # noqa: ANN001, ANN003, ANN201 - mirrors Remote.run
-        if self.text is None:
-            return RunResult("", "cat: /etc/radeonlab/host.json: No such file or directory", 1)
-        return RunResult(self.text, "", 0)
-
-
 def test_an_unprovisioned_host_names_the_deploy_command() -> None:
+    view = parse_probe("ws9", {"record": None, "record_error": "no host record"})
     with pytest.raises(NotProvisionedError) as err:
-        read_host_record(FakeRemote(None), "inventories/home.py")  # type: ignore[arg-type]
+        require_record(view, "inventories/home.py")
     message = str(err.value)
-    assert "ws9 is not provisioned" in message
+    assert message.startswith("ws9 is not provisioned (no /etc/radeonlab/host.json): provision it first: ")
     assert "pyinfra -y --limit ws9 inventories/home.py deploy/setup.py" in message
-    assert "\n" not in message
+    assert "\n" not in message and err.value.exit_code == EXIT_FAILURE
 
 
-def test_an_old_host_record_is_not_current() -> None:
-    with pytest.raises(NotProvisionedError, match="schema 0"):
-        read_host_record(FakeRemote(json.dumps({"schema": 0})), "inv.py")  # type: ignore[arg-type]
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"schema": 0},  # whatever an older radeonlab wrote, it is named by its schema
+        # the previous radeonlab's record (schema 1): every field this one requires is there
+        {"schema": 1, "host": "ws9", "user": "lab", "venv": "/v", "jobs_dir": "/j", "gpus": []},
+        {"schema": 3, "host": "ws9", "user": "lab", "venv_path": "/v", "jobs_dir": "/j"},  # a newer one
+    ],
+)
+def test_a_host_record_of_another_schema_is_not_current(record: dict) -> None:
+    view = parse_probe("ws9", {"record": record, "record_error": ""})
+    assert not view.provisioned
+    assert view.note == f"host record schema {record['schema']}, this radeonlab reads schema 2"
+    with pytest.raises(
+        NotProvisionedError, match=rf"\(host record schema {record['schema']}, .*deploy/setup.py"
+    ):
+        require_record(view, "inv.py")
+
+
+def test_a_failed_verification_is_named() -> None:
+    failed = host_record("ws9", problem="ROCm torch 2.13.0 sees no GPU: check ...").to_dict()
+    view = parse_probe("ws9", {"record": failed, "record_error": ""})
+    with pytest.raises(
+        NotProvisionedError, match=r"^ws9 is not provisioned \(verification failed: ROCm torch"
+    ):
+        require_record(view, "inv.py")
 
 
 def test_a_current_host_record_is_read() -> None:
-    record = {
-        "schema": 1,
-        "host": "ws9",
-        "user": "lab",
-        "venv": "/v",
-        "jobs_dir": "/h/radeonlab/jobs",
-        "gpus": [],
-    }
-    got = read_host_record(FakeRemote(json.dumps(record)), "inv.py")  # type: ignore[arg-type]
-    assert got == record
-    assert blobs_dir(got) == "/h/radeonlab/blobs"
+    record = host_record("ws9", jobs_dir="/h/radeonlab/jobs")
+    got = require_record(parse_probe("ws9", {"record": record.to_dict(), "record_error": ""}), "inv.py")
+    assert got == record and isinstance(got, HostRecord)
+    assert got.blobs_dir == "/h/radeonlab/blobs"
+    assert (
+        got.job_dir("x-20250101-000000-abcd").state == "/h/radeonlab/jobs/x-20250101-000000-abcd/state.json"
+    )
 
 
 CLOSED_HOSTS = (
@@ -104,58 +122,28 @@ CLOSED_HOSTS = (
 
 
 def test_submit_places_among_several_hosts_unless_one_is_named(tmp_path: Path) -> None:
-    """The real path (runner.choose_host): --host goes to that host only; without it placement judges
+    """The real path (plan.choose_targets): --host goes to that host only; without it placement judges
     every host, one line each, and names why none fits."""
     spec = write_spec(tmp_path, {"model_name_or_path": "Qwen/Qwen2.5-0.5B", "max_steps": 5})
     demodata.write_dataset(tmp_path / "data")
     inventory = tmp_path / "two.py"
     inventory.write_text(CLOSED_HOSTS)
     named = invoke("submit", str(spec), "-i", str(inventory), "--host", "b")
-    assert named.exit_code == 1
+    assert named.exit_code == EXIT_FAILURE
     assert named.stderr.strip().splitlines() == [
         "radeonlab: error: cannot reach b (127.0.77.251:1): Connection refused"
     ]
     placed = invoke("submit", str(spec), "-i", str(inventory))
     lines = placed.stderr.strip().splitlines()
-    assert placed.exit_code == 1
+    assert placed.exit_code == EXIT_FAILURE
     assert [ln.split(":")[1].strip() for ln in lines[:2]] == ["a", "b"]  # each host judged
     assert lines[-1].startswith("radeonlab: error: no host fits this job: a: rejected: unreachable"), lines
     with pytest.raises(InventoryError, match="unknown host 'c'"):
-        runner.choose_host(load_inventory(inventory), "c", spec_module.load(spec), print)
-
-
-def test_dataset_files_are_the_ones_the_spec_trains_on(tmp_path: Path) -> None:
-    from radeonlab.jobs.plan.render import render
-    from radeonlab.jobs.spec import load as spec_module
-
-    from radeonlab.contract.records import JobPaths
-
-    spec_path = write_spec(tmp_path, {})
-    demodata.write_dataset(tmp_path / "data")
-    (tmp_path / "data" / "unused.jsonl").write_text("{}\n")
-    spec = spec_module.load(spec_path)
-    host = {"host": "ws9", "gpus": [], "torch": {"simulated_cpu_build": True}}
-    rendered = render(
-        spec,
-        host,
-        JobPaths.for_job("/j", "x"),
-        base_dataset_info=json.loads((tmp_path / "data/dataset_info.json").read_text()),
-    )
-    assert runner.dataset_files(spec, rendered) == [tmp_path / "data" / demodata.FILE_NAME]
-
-
-def test_placement_refuses_a_card_with_too_little_vram(tmp_path: Path) -> None:
-    from radeonlab.jobs.spec import load as spec_module
-
-    spec = spec_module.parse_text(
-        "stage: sft\nradeonlab:\n  placement: {min_vram_gb: 24}\n", tmp_path / "s.yaml"
-    )
-    small = {"host": "ws9", "gpus": [{"index": 0, "name": "RX 6700 XT", "vram_total": 12 * 1024**3}]}
-    with pytest.raises(RadeonlabError, match="min_vram_gb is 24 GB"):
-        runner.check_placement(spec, small)
-    runner.check_placement(spec, {"host": "ws9", "gpus": [{"index": 0, "vram_total": 24 * 1024**3}]})
+        choose_targets(load_inventory(inventory), "c", spec_module.load(spec), None, 1, print)
 
 
 def test_sparkline_goes_down_with_the_loss() -> None:
-    line = sparkline([8.0, 6.0, 4.0, 2.0, 1.0], 60)
-    assert line[0] == "█" and line[-1] == "▁" and len(line) == 5
+    for draw in (sparkline, cli_sparkline):  # the demo's and the CLI's (status, watch)
+        line = draw([8.0, 6.0, 4.0, 2.0, 1.0], 60)
+        assert line[0] == "█" and line[-1] == "▁" and len(line) == 5
+    assert cli_sparkline([3.0, float("nan"), 1.0], 10) == "█▁"  # a NaN loss is skipped, not drawn

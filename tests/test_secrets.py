@@ -1,33 +1,38 @@
-"""Secrets without a sandbox host: which names are secret, what a job gets, that submit's staging sends them
-only on stdin into env.secret (job.json keeps the names), that the launcher deletes env.secret even when
-the job never runs, that EVERY attempt of the supervisor gets them, and that resume sends them again.
+"""Secrets without a sandbox host: which names are secret, what a job gets, that submit sends them only in
+the stage request's stdin, which the host's stage tool writes to env.secret (0600; job.json keeps the
+names), that the launcher deletes env.secret even when the job never runs, that EVERY attempt of the
+supervisor gets them, and that resume sends them again. The host tools run here from the shipped code.
 (On a provisioned SIMULATED workstation, end to end: tests/test_security.py.)"""
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
-import subprocess
+import stat
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from radeonlab.jobs.apply import bundle as hostbundle
-from radeonlab.jobs.apply import launch, secrets
-from radeonlab.jobs.apply import submit as runner
-from radeonlab.jobs.apply.sync import UploadReport
-from radeonlab.jobs.fleet.inventory import HostTarget
-from radeonlab.jobs.host.supervisor import config_yaml
-from radeonlab.jobs.plan.render import render
+from radeonlab.jobs.apply import secrets, submit
+from radeonlab.jobs.host import supervisor
 from radeonlab.jobs.spec import load as spec_module
-from radeonlab.jobs.ssh.connection import RunResult
+from radeonlab.jobs.ssh import hostcode
 from radeonlab.jobs.track import resume as resume_module
+from radeonlab.jobs.track.handle import JobHandle
 
-from radeonlab.contract.records import JobPaths, StateRecord
+from radeonlab.contract.jobdir import FILES
+from radeonlab.contract.records import JobRecord, StateRecord
 from radeonlab.contract.state import JobState
+from tests.laptop_doubles import (
+    RecordingRemote,
+    demo_job,
+    host_record,
+    plan_with,
+    run_host_tool,
+    ship_code,
+    target,
+)
 
 TOKEN = "hf_unitSECRET0123456789"
 KEY = "wandb-unitSECRET-abcdef"
@@ -65,64 +70,60 @@ def test_forward_env_is_validated(tmp_path: Path) -> None:
     assert spec_module.parse_text("a: 1\nradeonlab:\n  forward_env: X\n", tmp_path / "s").block_problems
 
 
-class RecordingRemote:
-    """A Remote stand-in that records every command (argv + stdin) and every file written (no SSH)."""
-
-    def __init__(self) -> None:
-        self.target = HostTarget(name="ws9", hostname="127.0.0.1")
-        self.runs: list[tuple[list[str], str | None]] = []
-        self.writes: dict[str, str] = {}
-
-    def run(
-        self, argv: list[str], check: bool = True, stdin_text: str | None = None, **_kw: Any
-    ) -> RunResult:
-        self.runs.append((list(argv), stdin_text))
-        return RunResult("", "", 0)
-
-    def write_text_atomic(self, path: str, text: str) -> None:
-        self.writes[path] = text
+def staged_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env_block: str, environ: dict[str, str]):  # noqa: ANN201
+    """plan_job + apply_plan of a one-host job on ws9 (a recording remote): the plan and ws9's remote."""
+    spec = demo_job(tmp_path)
+    spec.write_text(spec.read_text() + env_block)
+    hosts = {"ws9": (target("ws9"), host_record("ws9", cpu_torch=True, jobs_dir=str(tmp_path / "jobs")))}
+    monkeypatch.setattr(submit, "upload_blobs", lambda remote, files, blobs, bar: (set(), 0))
+    monkeypatch.setenv("RADEONLAB_HOME", str(tmp_path / "home"))
+    plan = plan_with(monkeypatch, spec, hosts, environ=environ, host="ws9")
+    with plan:
+        submit.apply_plan(plan, say=lambda _m: None)
+    return plan, plan.rank0.remote
 
 
-def test_staging_sends_secrets_only_on_stdin_into_env_secret(
+def stage_here(tmp_path: Path, request: dict[str, Any]) -> Path:
+    """The host's stage tool, run here on the request the laptop sent (no links, code or launch: those need
+    a content store, a code cache and a venv)."""
+    kept = {k: v for k, v in request.items() if k not in ("links", "code", "launch")}
+    done = run_host_tool(ship_code(tmp_path / "code"), "stage", stdin=json.dumps(kept))
+    assert done.returncode == 0, done.stderr
+    return Path(request["job_dir"])
+
+
+def test_submit_sends_secrets_only_on_stdin_and_the_host_keeps_them_in_env_secret(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    spec_path = tmp_path / "s.yaml"
-    spec_path.write_text(
-        "stage: sft\ndataset_dir: ONLINE\nradeonlab:\n"
-        f"  env: {{WANDB_API_KEY: {KEY}, HF_HUB_OFFLINE: '1'}}\n  forward_env: [ORG]\n"
-    )
-    spec = spec_module.load(spec_path)
-    record = {
-        "host": "ws9",
-        "gpus": [],
-        "torch": {"simulated_cpu_build": True},
-        "jobs_dir": "/j",
-        "venv": "/v",
-    }
-    paths = JobPaths.for_job("/j", "s-20250101-000000-abcd")
-    rendered = render(spec, record, paths, job_id="s-20250101-000000-abcd")
-    monkeypatch.setattr(runner, "upload_files", lambda *_a, **_k: UploadReport())
-    remote = RecordingRemote()
-    staged = runner.stage_job(
-        remote, record, spec, spec_path, rendered, job_id="s-20250101-000000-abcd", created="t",
-        say=lambda _m: None, progress_bar=runner.no_progress, environ={"HF_TOKEN": TOKEN, "ORG": "lab"},
-    )  # fmt: skip
+    block = f"radeonlab:\n  env: {{WANDB_API_KEY: {KEY}, HF_HUB_OFFLINE: '1'}}\n  forward_env: [ORG]\n"
+    plan, remote = staged_plan(tmp_path, monkeypatch, block, {"HF_TOKEN": TOKEN, "ORG": "lab"})
+    (stage,) = remote.of("stage")
+    request = stage.request
+    assert request is not None and request["launch"]  # one round trip: staged and started
     for secret in (TOKEN, KEY):
-        assert not [argv for argv, _ in remote.runs if secret in " ".join(argv)], "a secret on a command line"
-        assert not [p for p, text in remote.writes.items() if secret in text], "a secret in a written file"
-        assert secret not in json.dumps(staged.job)
-    stdin = [s for argv, s in remote.runs if argv == launch.write_secret_argv(paths)]
-    assert [json.loads(s or "") for s in stdin] == [{"HF_TOKEN": TOKEN, "ORG": "lab", "WANDB_API_KEY": KEY}]
-    job = json.loads(remote.writes[str(paths.job)])
+        assert not [c for c in remote.calls if secret in " ".join(c.args)], "a secret on a command line"
+        without = {k: v for k, v in request.items() if k != "secret"}
+        assert secret not in json.dumps(without), "a secret outside the request's `secret`"
+        assert secret not in json.dumps(plan.to_dict()), "a secret in `submit --dry-run --json`"
+    assert request["secret"] == {"HF_TOKEN": TOKEN, "ORG": "lab", "WANDB_API_KEY": KEY}
+    job = request["job"]
     assert job["secret_names"] == ["HF_TOKEN", "ORG", "WANDB_API_KEY"]
     assert job["env"] == {"HF_HUB_OFFLINE": "1"}
-    assert str(paths.config_json) in remote.writes  # the supervisor's files are staged too
+    assert FILES["config_json"] in request["files"]  # the supervisor's first config is staged too
+    # ... and what the host's stage tool makes of it: env.secret 0600, job.json with names only
+    folder = stage_here(tmp_path, request)
+    env_secret = folder / FILES["env_secret"]
+    assert stat.S_IMODE(env_secret.stat().st_mode) == 0o600
+    assert json.loads(env_secret.read_text()) == request["secret"]
+    on_disk = [p for p in folder.rglob("*") if p.is_file() and p != env_secret]
+    assert not [p for p in on_disk if TOKEN.encode() in p.read_bytes() or KEY.encode() in p.read_bytes()]
 
 
-def test_no_secrets_no_env_secret() -> None:
-    remote = RecordingRemote()
-    runner.write_secrets(remote, JobPaths.for_job("/j", "x"), {})  # type: ignore[arg-type]
-    assert remote.runs == []
+def test_no_secrets_no_env_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _plan, remote = staged_plan(tmp_path, monkeypatch, "", {})
+    request = remote.of("stage")[0].request
+    assert request is not None and request["secret"] is None and request["job"]["secret_names"] == []
+    assert not (stage_here(tmp_path, request) / FILES["env_secret"]).exists()
 
 
 # --- on this machine: the real launcher and supervisor against a SIMULATED llamafactory-cli ---------------
@@ -141,91 +142,83 @@ if lr > 1:
     time.sleep(60)  # the supervisor stops it at the NaN
 open("output/adapter_model.safetensors", "wb").write(b"simulated adapter")
 """
+JOB_ID = "t-20250101-000000-abcd"
 
 
-def make_supervised_job(tmp_path: Path, lr: float) -> tuple[JobPaths, Path]:
+def supervised_job(tmp_path: Path, lr: float) -> tuple[Path, Path]:
+    """A job folder as stage leaves it (job.json with the code digests, config.json/.yaml, the shipped host
+    code in host/) and a venv whose llamafactory-cli is the SIMULATED one above: (job folder, venv)."""
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin/llamafactory-cli").write_text(FAKE_CLI)
     (venv / "bin/llamafactory-cli").chmod(0o755)
-    paths = JobPaths.for_job(str(tmp_path / "jobs"), "t-20250101-000000-abcd")
-    root = Path(paths.root)
-    root.mkdir(parents=True)
-    config = {"learning_rate": lr, "flash_attn": "disabled", "output_dir": str(root / "output")}
-    job = {"id": "t-20250101-000000-abcd", "name": "t", "spec_file": "t.yaml", "created_at": "x", "host": "h",
-           "gpus": [0], "attempts": [{"n": 1, "created_at": "x"}], "secret_names": ["HF_TOKEN"],
-           "remedies": {"nan": {"enabled": True, "steps": []}}}  # fmt: skip
-    Path(paths.job).write_text(json.dumps(job))
-    Path(paths.config_json).write_text(json.dumps(config))
-    Path(paths.config).write_text(config_yaml(config, ["first"]))
-    Path(paths.launcher).write_text(launch.launcher_source())
-    hostbundle.install_local(Path(paths.host_code))
-    return paths, venv
-
-
-def write_env_secret(paths: JobPaths) -> None:
-    fd = os.open(paths.env_secret, os.O_WRONLY | os.O_CREAT, 0o600)
+    folder = tmp_path / "jobs" / JOB_ID
+    ship_code(folder / FILES["code"])
+    config = {"learning_rate": lr, "flash_attn": "disabled", "output_dir": str(folder / "output")}
+    job = JobRecord(
+        JOB_ID, "t", "t.yaml", "x", "h", gpus=[0], secret_names=["HF_TOKEN"],
+        remedies={"nan": {"enabled": True, "steps": []}},
+        code={"digest": hostcode.digest(), "files": hostcode.file_digests()},
+    )  # fmt: skip
+    (folder / FILES["job"]).write_text(json.dumps(job.to_dict()))
+    (folder / FILES["config_json"]).write_text(json.dumps(config))
+    (folder / FILES["config"]).write_text(supervisor.config_yaml(config, ["first"]))
+    fd = os.open(folder / FILES["env_secret"], os.O_WRONLY | os.O_CREAT, 0o600)
     with os.fdopen(fd, "w") as f:
-        f.write(launch.secret_text({"HF_TOKEN": TOKEN}))
+        json.dump({"HF_TOKEN": TOKEN}, f)
+    return folder, venv
 
 
-def run_launcher(paths: JobPaths, venv: Path, *extra: str) -> int:
-    argv = launch.launcher_argv(paths, str(venv))
-    return subprocess.run([sys.executable, *argv[1:], *extra], timeout=120).returncode
+def run_launcher(folder: Path, venv: Path, *extra: str) -> int:
+    """`python3 -m radeonlab.jobs.host.launcher run` from the job's own copy of the host code, as stage
+    starts it (without the login shell)."""
+    done = run_host_tool(folder / FILES["code"], "launcher", "run", str(folder), "--venv", str(venv), *extra)
+    return done.returncode
 
 
 def test_every_attempt_of_the_supervisor_gets_the_secrets(tmp_path: Path) -> None:
-    paths, venv = make_supervised_job(tmp_path, 1e30)  # attempt 1: NaN, stopped; attempt 2: lower lr
-    write_env_secret(paths)
-    assert run_launcher(paths, venv) == 0
-    assert json.loads(Path(paths.state).read_text())["attempt"] == 2
-    assert (Path(paths.root) / "tokens.txt").read_text().splitlines() == [TOKEN, TOKEN]
-    assert not Path(paths.env_secret).exists()
-    on_disk = [p for p in Path(paths.root).rglob("*") if p.is_file() and p.name != "tokens.txt"]
+    folder, venv = supervised_job(tmp_path, 1e30)  # attempt 1: NaN, stopped; attempt 2: lower lr
+    assert run_launcher(folder, venv) == 0, (folder / FILES["launcher_log"]).read_text()
+    state = json.loads((folder / FILES["state"]).read_text())
+    assert (state["state"], state["attempt"]) == ("succeeded", 2)
+    assert (folder / "tokens.txt").read_text().splitlines() == [TOKEN, TOKEN]
+    assert not (folder / FILES["env_secret"]).exists()
+    on_disk = [p for p in folder.rglob("*") if p.is_file() and p.name != "tokens.txt"]
     assert not [p for p in on_disk if TOKEN.encode() in p.read_bytes()], "a secret left in the job folder"
 
 
 def test_a_job_that_never_runs_leaves_no_env_secret(tmp_path: Path) -> None:
-    paths, venv = make_supervised_job(tmp_path, 5e-5)
-    write_env_secret(paths)
-    locks = Path(paths.locks_dir)
-    locks.mkdir(parents=True)
+    import fcntl
+
+    folder, venv = supervised_job(tmp_path, 5e-5)
+    locks = tmp_path / "locks"  # <jobs_dir>/../locks: one lock per GPU, shared by the host's jobs
+    locks.mkdir()
     with open(locks / "gpu0.lock", "w") as held:  # another job holds GPU 0
         fcntl.flock(held, fcntl.LOCK_EX)
-        assert run_launcher(paths, venv, "--no-queue") == 75
-    state = json.loads(Path(paths.state).read_text())
-    assert state["state"] == "failed" and "GPU 0 is in use" in state["reason"]
-    assert not Path(paths.env_secret).exists()
+        assert run_launcher(folder, venv, "--no-queue") == 75
+    state = json.loads((folder / FILES["state"]).read_text())
+    assert state["state"] == "failed" and state["end"] == "gpu_busy" and "GPU 0 is in use" in state["reason"]
+    assert not (folder / FILES["env_secret"]).exists()
+    assert not (folder / "tokens.txt").exists()  # it never ran
 
 
-def test_resume_sends_the_recorded_secrets_again(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resume_sends_the_recorded_secrets_again(tmp_path: Path) -> None:
     """`radeonlab resume` starts a new launcher (no secrets in memory): env.secret is written again from the
-    laptop's environment, before the launcher starts; a name not set there is named in a warning."""
-    remote = RecordingRemote()
-    paths = JobPaths.for_job("/j", "t-20250101-000000-abcd")
-    job = {"id": "t-20250101-000000-abcd", "secret_names": ["HF_TOKEN", "WANDB_API_KEY"]}
-
-    class Session:
-        def __init__(self) -> None:
-            self.remote, self.paths, self.record, self.target = remote, paths, {"venv": "/v"}, remote.target
-            self.job = type("J", (), {})()
-            self.job.alive = False
-            self.job.state = StateRecord(JobState.FAILED, pid=1, reason="gone")
-            self.job.host_job = type("H", (), {"job": job})()
-
-        def refresh(self) -> None:
-            pass
-
-    @contextlib.contextmanager
-    def fake_open(*_a: Any, **_k: Any):  # noqa: ANN202
-        yield Session()
-
-    monkeypatch.setattr(resume_module, "open_job", fake_open)
-    monkeypatch.setattr(resume_module, "wait_new_launcher", lambda *_a: None)
+    laptop's environment, in the same stage request that starts the launcher (stage writes it first); a name
+    not set there is named in a warning."""
+    record = host_record("ws9", cpu_torch=True)
+    remote = RecordingRemote(target("ws9"))
+    job = JobRecord(JOB_ID, "t", "t.yaml", "x", "ws9", secret_names=["HF_TOKEN", "WANDB_API_KEY"])
+    failed = StateRecord(JobState.FAILED, pid=1, reason="gone", end="process_gone")
+    handle = JobHandle("inv.py", {"ws9": remote.target}, remote.target, remote, record, job, failed, False)  # type: ignore[arg-type]
+    handle.refresh = lambda: handle  # type: ignore[method-assign]  # no host to read back
     said: list[str] = []
-    resume_module.resume(job["id"], "inv.py", environ={"HF_TOKEN": TOKEN}, say=said.append)
-    commands = [argv for argv, _ in remote.runs]
-    secret_at = commands.index(launch.write_secret_argv(paths))
-    assert json.loads(remote.runs[secret_at][1] or "") == {"HF_TOKEN": TOKEN}
-    assert secret_at < commands.index(launch.start_argv(launch.launcher_argv(paths, "/v", resume=True)))
-    assert said == [f"{job['id']}: WANDB_API_KEY not set in this environment: the job resumes without it"]
+    resume_module.resume(handle, environ={"HF_TOKEN": TOKEN, "WANDB": "x"}, say=said.append)
+    (stage,) = remote.of("stage")
+    request = stage.request
+    assert request is not None and request["secret"] == {"HF_TOKEN": TOKEN}
+    assert request["launch"]["resume"] is True and request["job_dir"] == record.job_dir(JOB_ID).root
+    assert TOKEN not in " ".join(stage.args)
+    assert said == [
+        f"warning: {JOB_ID}: WANDB_API_KEY not set in this environment: the job resumes without it"
+    ]

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from radeonlab.errors import InventoryError  # an input error: exit 2, one line (radeonlab/errors.py)
+
 # Defaults that differ from pyinfra's on purpose: pyinfra accepts new host keys and uses the agent and
 # ~/.ssh/id_* unless told otherwise; the job runner checks host keys strictly and uses only the key the
 # inventory names, unless the inventory asks for more.
@@ -33,10 +35,6 @@ DEFAULTS: dict[str, Any] = {
     "ssh_known_hosts_file": "~/.ssh/known_hosts",
 }
 STRICT_MODES = ("yes", "accept-new")  # "no"/"off" (accept any key) is refused: jobs carry tokens and data
-
-
-class InventoryError(Exception):
-    """An inventory that cannot be loaded or a host selection that matches nothing (one-line message)."""
 
 
 @dataclass(frozen=True)

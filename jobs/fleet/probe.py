@@ -19,7 +19,7 @@ from radeonlab.jobs.ssh.connection import Remote, quote_argv
 from radeonlab.jobs.ssh.group import each_host
 from radeonlab.roles.gpu.cards import card_name
 
-from radeonlab.contract.records import HostRecord
+from radeonlab.contract.records import HOST_RECORD_SCHEMA, HostRecord
 from radeonlab.contract.state import JobState
 from radeonlab.errors import NotProvisionedError
 
@@ -126,6 +126,11 @@ def parse_probe(name: str, data: Mapping[str, Any]) -> HostView:
     if data.get("jobs_error"):
         view.error = f"jobs folder: {data['jobs_error']}"
     if raw is None:
+        return view
+    if raw.get("schema") != HOST_RECORD_SCHEMA:  # first: another schema may lack or rename fields
+        view.note = (
+            f"host record schema {raw.get('schema')!r}, this radeonlab reads schema {HOST_RECORD_SCHEMA}"
+        )
         return view
     try:
         record = HostRecord.from_dict(raw)

@@ -260,7 +260,7 @@ def uploads_of(spec: Spec, model: model_module.ModelInfo, info: dict[str, Any]) 
     out = [Upload(LocalFile.of(p), f"data/{p.name}") for p in dataset_files(spec, info)]
     out += [Upload(LocalFile.of(p), f"model/{p.name}") for p in model.files]
     out += [Upload(LocalFile.of(spec.base_dir / f), Path(f).name) for f in spec.radeonlab.files]
-    out += [Upload(LocalFile.of(f.path), f.name) for f in config_files.local_files(spec)]
+    out += [Upload(LocalFile.of(f.local), f.remote) for f in config_files.local_files(spec)]
     return out
 
 
@@ -374,8 +374,8 @@ def plan_job(
         problems,
         sorted(secret),
         allow_shared,
-        lines,
-        secret,
+        placement=lines,
+        _secrets=secret,  # by name: a field added before it (timings) must not swallow the secrets
     )
     with contextlib.ExitStack() as opened:  # on any refusal below, every connection opened so far closes
         remotes = [opened.enter_context(connect(t)) for t in chosen]
