@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,9 +58,13 @@ def settings() -> dict[str, Any]:
 
 
 @deploy("Install the Python training stack", data_defaults=DEFAULTS)
-def install_python_stack(sources: Mapping[str, Any] | None = None) -> None:
-    """`sources`: settings that win over the inventory's (the wheel cache's index URLs, roles/wheel_cache)."""
+def install_python_stack(
+    sources: Mapping[str, Any] | None = None, gfx_targets: Sequence[str | None] = ()
+) -> None:
+    """`sources`: settings that win over the inventory's (the wheel cache's index URLs, roles/wheel_cache).
+    `gfx_targets`: the training GPUs' exact targets (AMD's wheels: one device extra each)."""
     data = {**settings(), **(sources or {})}
+    targets = sorted({t for t in gfx_targets if t})
     paths = stack_paths()
     as_user: dict[str, Any] = {"_sudo": True, "_sudo_user": paths.user}
     rocm_version = str(host.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"]))
@@ -83,10 +87,14 @@ def install_python_stack(sources: Mapping[str, Any] | None = None) -> None:
     pip.venv(name=f"Create the venv {paths.venv}", path=paths.venv, python=python, **as_user)
 
     installed = host.get_fact(
-        InstalledDistributions, python=paths.python, names=plan.watched_names(data), **as_user
+        InstalledDistributions, python=paths.python, names=plan.watched_names(data, targets), **as_user
     )
     installed = {plan.normalize(k): v for k, v in installed.items()}
-    for step in plan.pip_steps(data, rocm_version, installed):
+    try:
+        steps = plan.pip_steps(data, rocm_version, installed, targets)
+    except ValueError as e:
+        raise DeployError(f"{host.name}: {e}") from None
+    for step in steps:
         pip.packages(
             name=f"Install {', '.join(step.packages[:3])}{' ...' if len(step.packages) > 3 else ''} "
             f"({'; '.join(step.reasons[:3])})",

@@ -41,6 +41,7 @@ def host_record(
     devices: Sequence[str],
     matmul_size: int = 1024,
     recheck: bool = False,
+    torch_source: str = "",
 ):
     """Write the host record at `path` (root:root 0644) from what the host reports, and save the stack check
     with the digest of its inputs at `check_path` (root:root 0644).
@@ -70,6 +71,7 @@ def host_record(
             llamafactory_version=llamafactory_version,
             gpus=gpus,
             written_at=now,
+            torch_source=torch_source,
         )
 
     saved = None if recheck else rec.reusable_report(check_state["saved"], inputs)

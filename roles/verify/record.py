@@ -28,6 +28,9 @@ def gpu_entry(gpu: Gpu) -> dict[str, Any]:
         "family": gpu.family,
         "vram_total": gpu.vram_total,
         "vram_used": gpu.vram_used,
+        "gtt_total": gpu.gtt_total,
+        # What estimates and placement should use: VRAM, or carve-out + GTT on an APU (roles/gpu/cards.py).
+        "usable_memory": gpu.usable_memory if gpu.usable_memory is not None else gpu.vram_total,
         "bf16": gpu.bf16,
         "override": gpu.override,
         "igpu": gpu.igpu,
@@ -47,6 +50,7 @@ def build_record(
     llamafactory_version: str,
     gpus: Sequence[Gpu],
     written_at: str,
+    torch_source: str = "",
 ) -> dict[str, Any]:
     report = report or {}
     hip, cuda = report.get("hip"), report.get("cuda")
@@ -65,6 +69,7 @@ def build_record(
             "version": report.get("torch"),
             "hip": hip,
             "cuda_available": bool(report.get("cuda_available")),
+            "source": torch_source,  # "amd" (AMD's multi-arch wheels) | "pytorch" (download.pytorch.org)
             # A CPU build (no HIP, no CUDA): the sandbox's stand-in for the ROCm build.
             "simulated_cpu_build": bool(report.get("torch")) and hip is None and cuda is None,
         },
