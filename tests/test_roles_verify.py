@@ -144,3 +144,8 @@ def test_an_apu_record_carries_its_unified_memory() -> None:
     )  # fmt: skip
     entry = rec.gpu_entry(halo)
     assert entry["usable_memory"] == 2**29 + 64 * 2**30 and entry["gtt_total"] == 64 * 2**30
+
+
+def test_usable_memory_for_estimates_and_placement() -> None:
+    assert rec.usable_memory({"vram_total": 512, "usable_memory": 4096}) == 4096
+    assert rec.usable_memory({"vram_total": 512}) == 512  # a record from before the field

@@ -145,3 +145,10 @@ def table_row(
         str(record["torch"].get("hip") or "-"),
         check,
     ]
+
+
+def usable_memory(gpu_entry: Mapping[str, Any]) -> int | None:
+    """What a host record's GPU can hold for training: `usable_memory` (VRAM, or an APU's carve-out + GTT),
+    else `vram_total` (records written before the field existed). For the estimate and placement."""
+    value = gpu_entry.get("usable_memory")
+    return int(value) if value is not None else gpu_entry.get("vram_total")
