@@ -9,6 +9,7 @@ ones (radeonlab/sandbox/aptrepo.py, wheels.py), reached only through the product
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -71,7 +72,7 @@ def installed(h: SandboxHost) -> set[str]:
 
 def pip_versions(h: SandboxHost) -> dict[str, str]:
     out = h.exec(f"{VENV}/bin/python -m pip list --format json", user="lab").stdout
-    return {p["name"].lower(): p["version"] for p in json.loads(out)}
+    return {re.sub(r"[-_.]+", "-", p["name"]).lower(): p["version"] for p in json.loads(out)}
 
 
 def rocm_sources(h: SandboxHost) -> list[str]:

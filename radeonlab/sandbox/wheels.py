@@ -431,6 +431,7 @@ def _repacked(src: Path, src_sha256: str) -> Path:
 class WheelIndexInfo:
     root: Path  # www/pypi
     files: dict[str, Path] = field(default_factory=dict)  # normalized project name -> served wheel
+    amd_torch: Path | None = None  # the SIMULATED AMD multi-arch torch (also served on the torch page)
     downloaded_bytes: int = 0  # fetched from outside the lab (PyPI) by this build
     served_bytes: int = 0
     seconds: float = 0.0
@@ -508,7 +509,8 @@ def build_wheel_index(state_dir: Path = config.STATE_DIR) -> WheelIndexInfo:
     root_links = [f'<a href="{n}/">{n}</a><br>' for n in sorted(files)]
     (root / "simple" / "index.html").write_text(_page("Simple index", root_links))
     served = sum(f.stat().st_size for f in (*files.values(), *(w for ws in extra.values() for w in ws)))
-    return WheelIndexInfo(root, files, downloaded, served, time.monotonic() - start)
+    amd = extra["torch"][0] if extra.get("torch") else None
+    return WheelIndexInfo(root, files, amd, downloaded, served, time.monotonic() - start)
 
 
 # --- installing the stack the way roles/python_stack does --------------------------------------------------
