@@ -161,3 +161,25 @@ def test_switching_streams_leaves_one_source_one_pin_one_rocm(lab: Lab) -> None:
     assert [p for p in ld if "rocm" in p] == ["/opt/rocm/lib"], ld
     assert (h.root / "opt/rocm/lib").resolve() == h.root / "opt/rocm/core-10.0/lib"
     assert run_deploy(lab.sandbox, [h]).changed_ops(h.name) == []
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        ({"rocm_version": "10.7"}, "AMD published no ROCm Core SDK 10.7"),
+        ({"rocm_stream": "legacy", "rocm_version": "10.0"}, "ROCm 10.0 is not a legacy-stream release"),
+        ({"pytorch_version": "2.14.0"}, "torch 2.14.0 has no known ROCm pairing"),
+    ],
+)
+def test_bad_inputs_are_refused_in_one_line_before_any_change(lab: Lab, data: dict, said: str) -> None:
+    h = lab.sandbox.create_host("cs-bad", card="rx7900xtx", data=data)
+    try:
+        before = sorted(str(p) for p in (h.root / "etc/apt").rglob("*"))
+        run = run_deploy(lab.sandbox, [h])
+        assert run.returncode != 0
+        lines = [line for line in (run.stdout + run.stderr).splitlines() if f"cs-bad: {said}" in line]
+        assert len(lines) >= 1, run.stderr[-3000:]
+        assert sorted(str(p) for p in (h.root / "etc/apt").rglob("*")) == before  # nothing written
+        assert not (h.root / "home/lab/radeonlab").exists()
+    finally:
+        lab.sandbox.destroy_host(h.name)
