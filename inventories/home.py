@@ -13,13 +13,15 @@ _common = {
     # Refuse unknown host keys: add each workstation to known_hosts first (ssh-keyscan, or one manual ssh).
     "ssh_strict_host_key_checking": "yes",
     # --- what to install ---
-    "rocm_stream": "coresdk",  # ROCm Core SDK (repo.amd.com); "legacy" + rocm_version "7.2.4" for repo.radeon.com
+    # ROCm Core SDK (repo.amd.com); rocm_stream "legacy" + rocm_version "7.2.4" for repo.radeon.com
+    "rocm_stream": "coresdk",
     "rocm_version": "10.0",  # AMD's newest production release; must pair with pytorch_version
     "rocm_install_driver": False,  # true: also amdgpu-dkms from repo.radeon.com (then a reboot is needed)
     "rocm_allow_reboot": False,  # true: reboot by itself after a driver change
     "python_stack_user": "",  # the training user; empty = ssh_user
     "python_stack_venv": "~/radeonlab/venv",  # the training user's venv ("~" = that user's home)
-    "pytorch_source": "amd",  # AMD's multi-arch wheels, one device extra per GPU; "pytorch": download.pytorch.org
+    # AMD's multi-arch wheels, one device extra per GPU; "pytorch": download.pytorch.org
+    "pytorch_source": "amd",
     "pytorch_version": "2.13.0",  # AMD: torch[device-<gfx>]==2.13.0+rocm10.0.0
     "llamafactory_version": "0.9.5",
 }

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from radeonlab.roles.python_stack.defaults import DEFAULTS
 
-from radeonlab.sandbox import config, wheels
+from radeonlab.sandbox import amdwheels, config, wheels
 
 
 @contextmanager
@@ -108,7 +108,7 @@ def test_index_layout_and_simulated_markers(index: wheels.WheelIndexInfo) -> Non
     amd = next((index.root / "files").glob("torch-2.13.0+rocm10.0.0-*.whl"))
     with zipfile.ZipFile(amd) as z:
         metadata = z.read("torch-2.13.0+rocm10.0.0.dist-info/METADATA").decode()
-        assert z.read(wheels.TORCH_REPACK_MARKER).startswith(b"SIMULATED")
+        assert z.read(amdwheels.TORCH_REPACK_MARKER).startswith(b"SIMULATED")
     assert "Provides-Extra: device-gfx1151" in metadata
     assert 'Requires-Dist: rocm-sdk-device-gfx1151==10.0.0; extra == "device-gfx1151"' in metadata
     with zipfile.ZipFile(index.files["rocm-sdk-device-gfx1100"]) as z:
