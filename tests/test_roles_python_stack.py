@@ -138,3 +138,15 @@ def test_installed_distributions_fact_parses_json_and_missing_venv() -> None:
     }
     assert fact.process([]) == {}
     assert "import importlib.metadata" in fact.command(python="/home/lab/v/bin/python", names=["torch"])
+
+
+def test_why_the_torch_step_is_not_pyinfras_pip_packages() -> None:
+    """pyinfra 3.10's pip.packages parses requirements as PEP 508 and drops extras: AMD's device extra would
+    be lost (seen on sandbox hosts: torch installed, rocm-sdk-device-gfx1100 not). The role runs its own
+    pip command for a step with extras; if this starts failing, pyinfra keeps extras and could be used."""
+    from pyinfra.operations.util.packaging import PkgInfo
+
+    assert (
+        PkgInfo.from_pep508("torch[device-gfx1100]==2.13.0+rocm10.0.0").inst_vers
+        == "torch==2.13.0+rocm10.0.0"
+    )

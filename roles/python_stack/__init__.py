@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +13,7 @@ from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.server import Home, LinuxDistribution, User
-from pyinfra.operations import apt, files, pip
+from pyinfra.operations import apt, files, pip, server
 from radeonlab.roles.python_stack import plan
 from radeonlab.roles.python_stack.defaults import DEFAULTS
 from radeonlab.roles.python_stack.facts import InstalledDistributions, PythonVersion, UserGroups
@@ -95,9 +96,19 @@ def install_python_stack(
     except ValueError as e:
         raise DeployError(f"{host.name}: {e}") from None
     for step in steps:
+        name = (
+            f"Install {', '.join(step.packages[:3])}{' ...' if len(step.packages) > 3 else ''} "
+            f"({'; '.join(step.reasons[:3])})"
+        )
+        if any("[" in package for package in step.packages):
+            # pyinfra's pip.packages parses requirements as PEP 508 and drops extras ("torch[device-gfx1100]"
+            # would be installed as plain "torch", without AMD's device package): our own command, run
+            # only when our fact (InstalledDistributions) says something differs.
+            pip_command = [f"{paths.venv}/bin/pip", "install", *step.pip_args, *step.packages]
+            server.shell(name=name, commands=[shlex.join(pip_command)], **as_user)
+            continue
         pip.packages(
-            name=f"Install {', '.join(step.packages[:3])}{' ...' if len(step.packages) > 3 else ''} "
-            f"({'; '.join(step.reasons[:3])})",
+            name=name,
             packages=step.packages,
             virtualenv=paths.venv,
             # pip.packages would otherwise run `virtualenv`, which is not installed, if the venv were missing.
