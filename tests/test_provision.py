@@ -115,7 +115,7 @@ def test_first_run_installs_everything(provisioned: Provisioned) -> None:
     for card, h in provisioned.hosts.items():
         changed = provisioned.first.changed_ops(h.name)
         assert any("Install ROCm 10.0 packages" in op for op in changed), (card, changed)
-        assert any("torch==" in op for op in changed), (card, changed)
+        assert any("Install torch" in op for op in changed), (card, changed)
         record = json.loads((h.root / "etc/radeonlab/host.json").read_text())
         assert record["host"] == h.name and record["venv"] == VENV and record["schema"] == 1
         assert record["rocm"]["installed"], record["rocm"]  # the stand-in rocm-core wrote .info/version
@@ -204,7 +204,13 @@ def test_swapping_a_card_changes_only_what_the_card_decides(
         assert any("Export the GPU settings" in op for op in changed), changed
         # The card decides the profile, the ROCm target package (amdrocm10.0-gfx1201), the torch device extra
         # (device-gfx1201) and the host record; the sources and PATH stay as they were.
-        decided = ("Export the GPU settings", "Write the host record", "Install ROCm 10.0 packages", "torch[")
+        decided = (
+            "Export the GPU settings",
+            "Write the host record",
+            "Refresh apt package lists",  # a package is to be installed: the lists are refreshed first
+            "Install ROCm 10.0 packages",
+            "torch[",
+        )
         assert all(any(d in op for d in decided) for op in changed), changed
         assert any("amdrocm10.0-gfx1201" in op for op in changed), changed
         assert exports((h.root / PROFILE).read_text()) == EXPECTED_ENV["rx9070xt"]
