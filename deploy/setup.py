@@ -10,8 +10,9 @@ from radeonlab.roles.access import grant_gpu_access
 from radeonlab.roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
 from radeonlab.roles.gpu.facts import RadeonGpus
 from radeonlab.roles.gpu_env import configure_gpu_env
-from radeonlab.roles.gpu_env.plan import as_gpus
+from radeonlab.roles.gpu_env.plan import as_gpus, torch_build, training_targets
 from radeonlab.roles.python_stack import install_python_stack
+from radeonlab.roles.python_stack.defaults import DEFAULTS as STACK_DEFAULTS
 from radeonlab.roles.rocm import install_rocm
 from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
 from radeonlab.roles.verify import verify_host
@@ -33,15 +34,25 @@ if not gpus and not cpu_only:
         "Set gpu_cpu_only: true to provision it without the GPU steps"
     )
 
+# The exact targets of the GPUs this host trains on (by usable memory, for the torch build it will get):
+# one ROCm package and one AMD device extra each.
+targets = training_targets(
+    gpus,
+    torch_build(host.data.get, ROCM_DEFAULTS, STACK_DEFAULTS),
+    int(host.data.get("gpu_min_vram_bytes", GPU_DEFAULTS["gpu_min_vram_bytes"])),
+    int(host.data.get("gpu_min_unified_memory_bytes", GPU_DEFAULTS["gpu_min_unified_memory_bytes"])),
+)
+
 # 2. ROCm and the GPU environment: only where GPU work will run.
 if cpu_only:
+    targets = []
     host.noop("gpu_cpu_only: skipping ROCm, the GPU environment and the device check")
 else:
-    install_rocm(gfx_targets=[g.gfx for g in gpus])
+    install_rocm(gfx_targets=targets)
     configure_gpu_env(gpus)
 
 # 3. The training user: GPU groups (device check only with a GPU), the Python stack (through the lab's wheel
 # cache when the inventory names one: its host downloads and serves before any host installs), the record.
 grant_gpu_access(check_devices=not cpu_only)
-install_python_stack(sources=setup_wheel_cache())
+install_python_stack(sources=setup_wheel_cache(), gfx_targets=targets)
 verify_host(gpus, cpu_only=cpu_only)

@@ -13,19 +13,24 @@ _common = {
     # Refuse unknown host keys: add each workstation to known_hosts first (ssh-keyscan, or one manual ssh).
     "ssh_strict_host_key_checking": "yes",
     # --- what to install ---
-    "rocm_version": "7.2.4",  # legacy stream (repo.radeon.com); must pair with pytorch_version
+    # ROCm Core SDK (repo.amd.com); rocm_stream "legacy" + rocm_version "7.2.4" for repo.radeon.com
+    "rocm_stream": "coresdk",
+    "rocm_version": "10.0",  # AMD's newest production release; must pair with pytorch_version
     "rocm_install_driver": False,  # true: also amdgpu-dkms from repo.radeon.com (then a reboot is needed)
     "rocm_allow_reboot": False,  # true: reboot by itself after a driver change
     "python_stack_user": "",  # the training user; empty = ssh_user
     "python_stack_venv": "~/radeonlab/venv",  # the training user's venv ("~" = that user's home)
-    "pytorch_version": "2.13.0",  # from https://download.pytorch.org/whl/rocm7.2 (composed from rocm_version)
+    # AMD's multi-arch wheels, one device extra per GPU; "pytorch": download.pytorch.org
+    "pytorch_source": "amd",
+    "pytorch_version": "2.13.0",  # AMD: torch[device-<gfx>]==2.13.0+rocm10.0.0
     "llamafactory_version": "0.9.5",
 }
 
 workstations = [
     # A 24 GB card (RX 7900 XTX): the realistic floor for 8B bf16 LoRA.
     ("ws-7900xtx", {**_common, "ssh_hostname": "192.168.1.50"}),
-    # A 12 GB card (RX 6700 XT, gfx1031): runs with HSA_OVERRIDE_GFX_VERSION=10.3.0, fp16 (no bf16).
+    # A 12 GB card (RX 6700 XT, gfx1031): fp16 (no bf16); AMD's wheels carry gfx1031 code (no override),
+    # download.pytorch.org's need HSA_OVERRIDE_GFX_VERSION=10.3.0 (set by the gpu_env role).
     # Refuse to continue if it cannot open /dev/kfd after provisioning:
     ("ws-6700xt", {**_common, "ssh_hostname": "192.168.1.51", "access_strict": True}),
 ]

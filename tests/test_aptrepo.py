@@ -46,6 +46,9 @@ def _sources(repo: AptRepoInfo, base_url: str) -> str:
     lines += [f"deb {key} {s['rocm_graphics_repo_url']}/{repo.rocm_dir}/ubuntu jammy main"]
     lines += [f"deb {key} {s['rocm_amdgpu_repo_url']}/{config.AMDGPU_DRIVER_VERSION}/ubuntu noble main"]
     lines += [f"deb {key} {s['rocm_coresdk_repo_url']}/{d} stable main" for d in config.CORESDK_DISTROS]
+    lines += [
+        f"deb {key} {s['rocm_coresdk_multiarch_repo_url']}/{d} stable main" for d in config.CORESDK_DISTROS
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -95,8 +98,19 @@ def test_layout_mirrors_amd(repo: AptRepoInfo) -> None:
             assert (amd / "rocm/apt" / repo.rocm_dir / "dists" / dist / name).is_file()
             assert (amd / "graphics" / repo.rocm_dir / "ubuntu/dists" / dist / name).is_file()
             assert (amd / "amdgpu" / config.AMDGPU_DRIVER_VERSION / "ubuntu/dists" / dist / name).is_file()
+    assert set(config.CORESDK_DISTROS) == {"ubuntu2204", "ubuntu2404", "ubuntu2604", "debian12", "debian13"}
     for distro in config.CORESDK_DISTROS:
         assert (amd / "rocm/packages" / distro / "dists/stable/InRelease").is_file()
+        assert (amd / "rocm/packages-multi-arch" / distro / "dists/stable/InRelease").is_file()
+    multi = (amd / "rocm/packages-multi-arch/ubuntu2604/dists/stable/main/binary-amd64/Packages").read_text()
+    for name in (
+        "amdrocm10.0",
+        "amdrocm10.0-gfx1100",
+        "amdrocm10.0-gfx1151",
+        "amdrocm7.14-gfx1201",
+        "amdrocm10.0-gfx110x",
+    ):
+        assert f"Package: {name}\n" in multi, name
     assert repo.armored_key.read_text().startswith("-----BEGIN PGP PUBLIC KEY BLOCK-----")
     assert not repo.binary_key.read_bytes().startswith(b"-----")  # binary, as AMD publishes rocm.gpg
     legacy = (amd / "rocm/apt" / repo.rocm_dir / "dists/noble/Release").read_text()
@@ -129,9 +143,7 @@ def test_apt_update_verifies_every_repository(repo: AptRepoInfo, web, tmp_path: 
     update = apt.run("apt-get", "update")
     assert update.returncode == 0, update.stdout + update.stderr
     assert "W:" not in update.stderr and "E:" not in update.stderr, update.stderr
-    policy = apt.run(
-        "apt-cache", "policy", "rocminfo", "amdgpu-dkms", f"amdrocm{repo.coresdk_version}-gfx110x"
-    )
+    policy = apt.run("apt-cache", "policy", "rocminfo", "amdgpu-dkms", "amdrocm10.0-gfx110x")
     assert policy.returncode == 0, policy.stderr
     assert (
         "Candidate: 1.0.0.70204-1~24.04" in policy.stdout
@@ -139,7 +151,7 @@ def test_apt_update_verifies_every_repository(repo: AptRepoInfo, web, tmp_path: 
     assert " 600 http://" in policy.stdout  # the product's o=repo.radeon.com pin applies to the legacy stream
     assert "o=repo.amd.com" in apt.run("apt-cache", "policy").stdout
     # the metas resolve to their stand-ins (python3, rocm-core's one outside dependency, is on this machine)
-    sdk_meta = f"amdrocm{repo.coresdk_version}-gfx110x"
+    sdk_meta = "amdrocm10.0-gfx1100"
     plan = apt.run(
         "apt-get",
         "-s",
@@ -158,7 +170,7 @@ def test_apt_update_verifies_every_repository(repo: AptRepoInfo, web, tmp_path: 
         "rocminfo",
         "rocm-smi-lib",
         "rocm-hip-runtime",
-        f"amdrocm{repo.coresdk_version}-simulated-rocminfo",
+        "amdrocm10.0-simulated-rocminfo",
         sdk_meta,
         "amdgpu-dkms",
     ):

@@ -337,8 +337,11 @@ def test_cli_gpus_json(tmp_path: Path) -> None:
 
 def test_cli_gpus_table_and_no_gpu(tmp_path: Path) -> None:
     root = build_tree(tmp_path / "t", {1: "lact_vangogh_node1.properties"}, {"card0": "lact-vangogh-card0"})
-    result = CliRunner().invoke(main, ["gpus", "--sysfs", str(root), "--rocm-version", "7.2.4"])
-    assert result.exit_code == 0 and "gfx1033" in result.output and "10.3.0" in result.output
-    assert "PYTORCH_ROCM_ARCH=gfx1030" in result.output
+    result = CliRunner().invoke(main, ["gpus", "--sysfs", str(root), "--rocm-version", "10.0", "--json"])
+    (gpu,) = json.loads(result.output)
+    # AMD's wheels carry gfx1033 code; download.pytorch.org's borrow gfx1030's (10.3.0)
+    assert gpu["gfx"] == "gfx1033" and gpu["override_by_torch_source"] == {"amd": "-", "pytorch": "10.3.0"}
+    table = CliRunner().invoke(main, ["gpus", "--sysfs", str(root), "--rocm-version", "10.0"])
+    assert table.exit_code == 0 and "PYTORCH_ROCM_ARCH=gfx1033 (AMD's wheels)" in table.output
     empty = CliRunner().invoke(main, ["gpus", "--sysfs", str(tmp_path / "empty")])
     assert empty.exit_code == 1 and "No AMD GPU found" in empty.output

@@ -28,6 +28,7 @@ EXPECTED: dict[str, tuple[Kind, str] | None] = {
         "invalid_device_function",
     ),
     "hip_oom_16GB-card_comfyui_no-exception-prefix_EXCERPT.txt": (Kind.OOM, "hip_oom"),
+    "therock7699_r9700_rocm10.0_memory-access-fault_gpu-coredump_EXCERPT.txt": (Kind.GPU_RESET, "gpu_reset"),
     "hip_oom_24GB-card_total-23.98GiB_EXCERPT.txt": (Kind.OOM, "hip_oom"),
     "hip_oom_strixhalo_128GB_traceback-tail_EXCERPT.txt": (Kind.OOM, "hip_oom"),
     "hip_oom_strixhalo_gfx1151_reports-15.24GiB.txt": (Kind.OOM, "hip_oom"),
@@ -77,7 +78,7 @@ def test_recorded_error_maps_to_kind(name: str) -> None:
         return
     assert got is not None and (got.kind, got.pattern) == want
     assert got.evidence in text.replace("\r", "\n")  # the evidence is a real line of the output
-    assert got.retryable is (want[0] is Kind.OOM)
+    assert got.retryable is (want[0] in (Kind.OOM, Kind.GPU_RESET))
     if want[0] is Kind.GPU_FAULT:
         assert GPU_ENV_FILE in got.advice and "HSA_OVERRIDE_GFX_VERSION" in got.advice
         assert "PYTORCH_ROCM_ARCH" in got.advice and "Not retried" in got.advice

@@ -51,8 +51,11 @@ def test_record_follows_the_contract() -> None:
         "hip": None,
         "cuda_available": False,
         "simulated_cpu_build": True,
+        "source": "",
     }
     assert r["gpus"][0]["gfx"] == "gfx1100" and r["gpus"][0]["index"] == 0
+    # what estimates and placement use: a card's VRAM (an APU's carve-out + GTT, below)
+    assert r["gpus"][0]["usable_memory"] == XTX.vram_total
     assert json.loads(rec.dumps(r)) == r
 
 
@@ -132,3 +135,17 @@ def test_check_state_fact_parses_the_saved_check_and_the_fingerprint() -> None:
     assert fact.process(["saved={damaged", *FINGERPRINT])["saved"] is None  # rewritten by the next check
     command = fact.command("/home/lab/v env", "/etc/radeonlab/stack-check.json", "lab", ["/dev/kfd"])
     assert "'/home/lab/v env'/lib/python*/site-packages/*.dist-info/RECORD" in command
+
+
+def test_an_apu_record_carries_its_unified_memory() -> None:
+    halo = XTX.__class__(
+        **{**XTX.__dict__, "gfx": "gfx1151", "igpu": True, "vram_total": 2**29, "gtt_total": 64 * 2**30,
+           "usable_memory": 2**29 + 64 * 2**30}
+    )  # fmt: skip
+    entry = rec.gpu_entry(halo)
+    assert entry["usable_memory"] == 2**29 + 64 * 2**30 and entry["gtt_total"] == 64 * 2**30
+
+
+def test_usable_memory_for_estimates_and_placement() -> None:
+    assert rec.usable_memory({"vram_total": 512, "usable_memory": 4096}) == 4096
+    assert rec.usable_memory({"vram_total": 512}) == 512  # a record from before the field

@@ -48,7 +48,21 @@ def test_python_version_follows_what_python_stack_trains_with() -> None:
     )
 
 
+PT = {**STACK, "pytorch_source": "pytorch"}
+
+
+def test_amd_wheels_fetch_every_lab_target_device_package_once() -> None:
+    upstream = plan.Upstream.from_stack(STACK, "10.0", ["gfx1100", "gfx1031", "gfx1100"])
+    torch, reqs, _ = (shlex.split(c) for c in plan.download_commands(STACK, upstream, "/c", "3.11"))
+    assert "torch[device-gfx1031,device-gfx1100]==2.13.0+rocm10.0.0" in torch, torch
+    assert torch[torch.index("--index-url") + 1] == "https://stable.repo.amd.com/rocm/whl-next/"
+    assert "torch==2.13.0+rocm10.0.0" in reqs  # pinned, without extras, for the rest
+    base = plan.inputs_digest(STACK, upstream, "3.11")
+    assert base != plan.inputs_digest(STACK, plan.Upstream.from_stack(STACK, "10.0", ["gfx1100"]), "3.11")
+
+
 def test_downloads_take_torch_from_the_torch_index_and_pin_it_for_the_rest() -> None:
+    STACK = PT  # noqa: N806 - download.pytorch.org, as before
     upstream = plan.Upstream.from_stack(STACK, "7.2.4")
     assert upstream.torch_index_url == "https://download.pytorch.org/whl/rocm7.2"
     torch, reqs, lf = (shlex.split(c) for c in plan.download_commands(STACK, upstream, "/c", "3.11"))
@@ -64,6 +78,7 @@ def test_downloads_take_torch_from_the_torch_index_and_pin_it_for_the_rest() -> 
 
 
 def test_digest_changes_with_pins_and_sources() -> None:
+    STACK = PT  # noqa: N806
     upstream = plan.Upstream.from_stack(STACK, "7.2.4")
     base = plan.inputs_digest(STACK, upstream, "3.11")
     assert base == plan.inputs_digest(dict(STACK), upstream, "3.11")

@@ -28,6 +28,7 @@ from radeonlab.roles.wheel_cache.defaults import DEFAULTS as CACHE_DEFAULTS
 from radeonlab.cli import main
 from radeonlab.sandbox import aptrepo, web, wheels
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost
+from radeonlab.sandbox.simcards import CARDS as SIMCARDS
 from tests.test_provision import Run, run_deploy
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
@@ -92,19 +93,24 @@ def lab(sandbox: Sandbox) -> Iterator[Lab]:
 
 
 def test_torch_is_fetched_from_outside_once_for_three_hosts(lab: Lab) -> None:
-    torch = lab.index.files["torch"]
+    torch = lab.index.amd_torch  # the default source: AMD's multi-arch torch (SIMULATED repack)
+    assert torch is not None
     got = lab.served[f"/pypi/files/{torch.name}"]
     assert (got.requests, got.bytes) == (1, torch.stat().st_size), got
     # nothing the stack needs left the outside index twice: what three hosts cost is one host's download
     wheel_paths = {p: s for p, s in lab.served.items() if p.startswith("/pypi/files/")}
     assert wheel_paths and all(s.requests == 1 for s in wheel_paths.values()), wheel_paths
+    # AMD's device extras: each card's device package left the outside index once, for the whole lab
+    devices = sorted(p.rsplit("/", 1)[1].split("-")[0] for p in wheel_paths if "rocm_sdk_device_" in p)
+    want = sorted({f"rocm_sdk_device_{SIMCARDS[c]['gfx']}" for c in CARDS.values()})
+    assert devices == want, devices
     assert sum(s.bytes for s in wheel_paths.values()) <= lab.index.served_bytes
 
 
 def test_every_host_installed_torch_from_the_cache(lab: Lab) -> None:
     cache = lab.hosts[CACHE_HOST]
     log = cache.exec(f"cat {CACHE_DEFAULTS['wheel_cache_log']}").stdout
-    torch_name = urllib.parse.quote(lab.index.files["torch"].name)  # pip asks for "+" as %2B
+    torch_name = urllib.parse.quote(lab.index.amd_torch.name)  # pip asks for "+" as %2B
     # Sandbox hosts share the machine's network namespace, so every request comes from 127.0.0.1: count
     # them instead. Three successful downloads of the torch wheel from the cache = one per host.
     fetched = [line for line in log.splitlines() if f"GET /files/{torch_name} " in line and '" 200 ' in line]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from radeonlab.roles.python_stack.defaults import DEFAULTS
 
-from radeonlab.sandbox import config, wheels
+from radeonlab.sandbox import amdwheels, config, wheels
 
 
 @contextmanager
@@ -103,7 +103,16 @@ def test_index_layout_and_simulated_markers(index: wheels.WheelIndexInfo) -> Non
     assert (index.simple_dir / "llamafactory" / "index.html").exists()
     assert "SIMULATED" in (index.root / "README.txt").read_text()
     torch_page = (index.simple_dir / "torch" / "index.html").read_text()
-    assert "SIMULATED" in torch_page and "+cpu" in torch_page
+    assert "SIMULATED" in torch_page and "+cpu" in torch_page and "2.13.0+rocm10.0.0" in torch_page
+    # AMD's shape: device extras that pull stand-in device packages, each marked SIMULATED
+    amd = next((index.root / "files").glob("torch-2.13.0+rocm10.0.0-*.whl"))
+    with zipfile.ZipFile(amd) as z:
+        metadata = z.read("torch-2.13.0+rocm10.0.0.dist-info/METADATA").decode()
+        assert z.read(amdwheels.TORCH_REPACK_MARKER).startswith(b"SIMULATED")
+    assert "Provides-Extra: device-gfx1151" in metadata
+    assert 'Requires-Dist: rocm-sdk-device-gfx1151==10.0.0; extra == "device-gfx1151"' in metadata
+    with zipfile.ZipFile(index.files["rocm-sdk-device-gfx1100"]) as z:
+        assert z.read("rocm_sdk_device_gfx1100/SIMULATED.txt").startswith(b"SIMULATED")
     with zipfile.ZipFile(index.files["torchaudio"]) as z:
         names = z.namelist()
         record = z.read(next(n for n in names if n.endswith("RECORD"))).decode()

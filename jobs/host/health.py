@@ -45,11 +45,12 @@ class Kind(str, Enum):  # noqa: UP042 - compares equal to its string, like JobSt
     GPU_FAULT = "gpu_fault"
     PROVISIONING = "provisioning"  # the GPU device cannot be opened: groups, driver, container devices
     KILLED = "killed"
+    GPU_RESET = "gpu_reset"  # the GPU faulted or reset under training (ROCm/TheRock#7699)
     OTHER = "other"
 
 
 # Kinds an automatic remedy may act on (radeonlab.jobs.host.remedies); the others need a person.
-RETRYABLE = frozenset({Kind.NAN, Kind.OOM, Kind.KILLED})
+RETRYABLE = frozenset({Kind.NAN, Kind.OOM, Kind.KILLED, Kind.GPU_RESET})
 
 _GPU_SETTINGS = (
     f"check HSA_OVERRIDE_GFX_VERSION and PYTORCH_ROCM_ARCH in {GPU_ENV_FILE} on the host (written by the "
@@ -79,6 +80,11 @@ _KILLED = (
     "killed by SIGKILL: most likely the kernel OOM killer (host RAM), see `journalctl -k | grep -i "
     "'killed process'` on the host; the remedy resumes once from the newest complete checkpoint, then lowers "
     "the batch like the OOM remedy"
+)
+_GPU_RESET = (
+    "the GPU faulted or was reset during training: on Radeon RX 9070 / AI PRO R9700 under ROCm 10.0 a known "
+    "issue with hipBLASLt (ROCm/TheRock#7699, AMD's workaround TORCH_BLAS_PREFER_HIPBLASLT=0, slower); the "
+    "remedy retries once from the newest checkpoint with it. Check `dmesg | grep -i amdgpu` for the reset"
 )
 _OOM_HOST = (
     "the host ran out of RAM (CPU allocator): lower per_device_train_batch_size / cutoff_len, or free memory "
@@ -120,6 +126,14 @@ PATTERNS: tuple[Pattern, ...] = (
     _p(Kind.GPU_FAULT, "invalid_device_function", r"invalid device function", _GPU_SETTINGS),
     _p(Kind.GPU_FAULT, "out_of_registers", r"HSA_STATUS_ERROR_OUT_OF_REGISTERS", _GPU_SETTINGS),
     _p(Kind.GPU_FAULT, "illegal_instruction", r"HSA_STATUS_ERROR_ILLEGAL_INSTRUCTION", _GPU_SETTINGS),
+    # a GPU page fault or reset under training (ROCm/TheRock#7699; fixture therock7699_..._EXCERPT.txt)
+    _p(
+        Kind.GPU_RESET,
+        "gpu_reset",
+        r"Memory access fault by GPU node-\d+|HSA_STATUS_ERROR_(?:EXCEPTION|MEMORY_APERTURE_VIOLATION)"
+        r"|amdgpu.*GPU reset",
+        _GPU_RESET,
+    ),
     # out of memory (GPU, then host RAM)
     _p(Kind.OOM, "hip_oom", _OOM, _OOM_GPU),
     _p(Kind.OOM, "cpu_alloc", r"DefaultCPUAllocator: can't allocate memory", _OOM_HOST),

@@ -15,7 +15,7 @@ import json
 import sys
 from dataclasses import asdict
 
-from radeonlab.jobs.host.readings import read_gpus
+from radeonlab.jobs.host.readings import read_local_gpus
 
 from radeonlab.contract.jobdir import scan
 from radeonlab.contract.records import HOST_RECORD_PATH
@@ -53,7 +53,7 @@ def job_summary(item: dict, full: bool) -> dict:
 
 def probe(record_path: str, jobs: str, ids: list[str] | None, sysfs_root: str = "/sys") -> dict:
     record, problem = read_record(record_path)
-    gpus = read_gpus((record or {}).get("gpus") or [], sysfs_root)
+    gpus = read_local_gpus(sysfs_root, (record or {}).get("gpus") or [])  # amd-smi when installed
     out: dict = {"record": record, "record_error": problem, "gpus": [asdict(g) for g in gpus], "jobs": []}
     jobs_dir = (record or {}).get("jobs_dir")
     if jobs != "none" and jobs_dir:

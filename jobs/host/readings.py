@@ -1,9 +1,12 @@
-"""GPU readings on a host: VRAM used/total, temperatures, power.
+"""GPU readings on a host: VRAM used/total, temperatures, power, GPU busy %.
 
-Two sources, parsed into the same GpuReading:
+Three sources, parsed into the same GpuReading (stdlib only: this module runs on the host's python3):
+- amd-smi (`amd-smi metric --json`): the tool ROCm keeps (ROCm 10.1 no longer builds ROCm SMI, rocm-facts.md).
+  Two JSON shapes seen: a list of GPU objects (older amd-smi) and {"gpu_data": [...]} (AMD-SMI 26.x);
+  values are {"value": n, "unit": "MB"} or "N/A". `read_local_gpus()` uses it when present, else sysfs.
 - drm sysfs (mem_info_vram_*, hwmon temp*_input / power1_*): always there with amdgpu, no ROCm needed,
-  fast. `readings_script()` prints them for every AMD card in one round trip, keyed by KFD node, so they
-  map onto the host record's GPU indexes.
+  fast. `read_gpus()` reads them for every AMD card, keyed by KFD node, so they map onto the host
+  record's GPU indexes; the job stream reads it every few seconds (amd-smi takes about a second a call).
 - rocm-smi output (--json, the "GPU[i] : key: value" text, and the concise table of plain `rocm-smi`).
 """
 
@@ -49,7 +52,7 @@ class GpuReading:
     temp_mem_c: float | None = None
     power_w: float | None = None
     vram_percent: float | None = None
-    busy_percent: float | None = None  # GPU busy %, amdgpu's gpu_busy_percent
+    busy_percent: float | None = None  # GPU busy: sysfs gpu_busy_percent, amd-smi usage.gfx_activity
     device_id: int | None = None  # PCI id (sysfs only): is the card still the one the host record describes?
     revision: int | None = None
     source: str = ""
@@ -208,3 +211,93 @@ def read_gpus(host_gpus: Sequence[Mapping[str, object]] = (), sysfs_root: str = 
         if node_of_minor.get(m) in index_of_node
     ]
     return sorted(out, key=lambda r: r.index)
+
+
+# amd-smi JSON -> GpuReading: (path in one GPU's object, field, bytes per unit where a size)
+AMD_SMI_UNITS = {"B": 1, "KB": 2**10, "MB": 2**20, "GB": 2**30, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+AMD_SMI_FIELDS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("mem_usage", "used_vram"), "vram_used"),
+    (("mem_usage", "total_vram"), "vram_total"),
+    (("usage", "gfx_activity"), "busy_percent"),
+    (("temperature", "edge"), "temp_edge_c"),
+    (("temperature", "hotspot"), "temp_junction_c"),
+    (("temperature", "mem"), "temp_mem_c"),
+    (("power", "socket_power"), "power_w"),
+)
+
+
+def _amd_smi_value(node: object) -> tuple[float, str] | None:
+    if isinstance(node, dict):
+        node, unit = node.get("value"), str(node.get("unit") or "")
+    else:
+        unit = ""
+    number = _number(str(node)) if node is not None else None
+    return None if number is None else (number, unit)
+
+
+def parse_amd_smi_json(text: str) -> list[GpuReading]:
+    """`amd-smi metric --json` (either shape; warnings printed before the JSON are skipped) -> readings
+    indexed by amd-smi's "gpu" number. Sizes become bytes ("MB" is AMD-SMI's MiB); "N/A" is None."""
+    start = min((i for i in (text.find("["), text.find("{")) if i >= 0), default=-1)
+    data = json.loads(text[start:]) if start >= 0 else []
+    items = data.get("gpu_data", []) if isinstance(data, dict) else data
+    out = []
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, dict) or not isinstance(item.get("gpu"), int):
+            continue
+        reading = GpuReading(index=item["gpu"], source="amd-smi")
+        for path, name in AMD_SMI_FIELDS:
+            node: object = item
+            for key in path:
+                node = node.get(key) if isinstance(node, dict) else None
+            found = _amd_smi_value(node)
+            if found is None:
+                continue
+            number, unit = found
+            if name.startswith("vram_"):
+                setattr(reading, name, int(number * AMD_SMI_UNITS.get(unit, 2**20)))
+            else:
+                setattr(reading, name, number)
+        out.append(reading)
+    return sorted(out, key=lambda r: r.index)
+
+
+AMD_SMI_ARGV = ("amd-smi", "metric", "--json")
+
+
+def read_local_gpus(
+    sysfs_root: str = "/sys",
+    host_gpus: Sequence[Mapping[str, object]] = (),
+    amd_smi: str | None = None,
+    timeout: float = 10.0,
+) -> list[GpuReading]:
+    """This host's GPU readings: from amd-smi when it is installed and answers, else from sysfs (always
+    there with amdgpu). `amd_smi`: the tool's path (default: found on PATH or under /opt/rocm/bin).
+
+    amd-smi numbers GPUs its own way; without a host record the indexes are amd-smi's. Where amd-smi
+    reports no busy % or VRAM (older releases), sysfs fills them in.
+    """
+    import shutil
+    import subprocess
+
+    sysfs = read_gpus(host_gpus, sysfs_root)
+    tool = amd_smi or shutil.which(AMD_SMI_ARGV[0]) or shutil.which(AMD_SMI_ARGV[0], path="/opt/rocm/bin")
+    if not tool:
+        return sysfs
+    try:
+        done = subprocess.run(
+            [tool, *AMD_SMI_ARGV[1:]], capture_output=True, text=True, timeout=timeout, check=False
+        )
+        readings = parse_amd_smi_json(done.stdout) if done.returncode == 0 else []
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        readings = []
+    if not readings:
+        return sysfs
+    by_index = {r.index: r for r in sysfs}
+    for reading in readings:
+        fallback = by_index.get(reading.index)
+        if fallback is not None:
+            for name in ("busy_percent", "vram_used", "vram_total", "device_id", "revision"):
+                if getattr(reading, name) is None:
+                    setattr(reading, name, getattr(fallback, name))
+    return readings

@@ -8,6 +8,9 @@ keys it changes, or None when it cannot apply (the batch is already 1, the learn
           same) -> cutoff_1024 (if above) -> give up with a report naming the VRAM seen
   killed: resume (once, unchanged: a SIGKILL may have been a one-off) -> then the oom ladder, because a
           repeated SIGKILL is most likely the kernel OOM killer. Governed by the spec's `oom` switch.
+  gpu_reset: hipblaslt_off (once: resume with TORCH_BLAS_PREFER_HIPBLASLT=0, ROCm/TheRock#7699) -> give up.
+          The change is an environment variable: its key starts with ENV_PREFIX ("env:"), and the supervisor
+          takes it out of the config into the training process's environment (env_changes()).
 
 The spec's `radeonlab: remedies:` (radeonlab.jobs.spec.load.Remedy) turns a ladder off (`oom: off`) or
 replaces its steps
@@ -47,7 +50,11 @@ SETTINGS: dict[str, Any] = {
     "oom_cutoff_len": 1024,
     "halve_cutoff_floor": 256,  # the extra halve_cutoff step stops here
     "max_attempts": 10,  # a job never runs more often than this, whatever the ladders say
+    "gpu_reset_env": {"TORCH_BLAS_PREFER_HIPBLASLT": "0"},  # AMD's workaround, ROCm/TheRock#7699
 }
+# A change whose key starts with this is an environment variable of the training process, not a config key:
+# the supervisor moves it from the attempt's overrides into the process environment (and out of config.yaml).
+ENV_PREFIX = "env:"
 CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 CHECKPOINT_DONE_FILE = "trainer_state.json"  # written near the end of HF's _save_checkpoint
 NOTE_PREFIX = re.compile(r"^remedy (?P<ladder>\w+)/(?P<step>\w+):")
@@ -106,6 +113,17 @@ def _cutoff_1024(config: Mapping[str, Any]) -> Changes | None:
     return {"cutoff_len": (old, new)} if old > new else None
 
 
+def _env(config: Mapping[str, Any], env: Mapping[str, str]) -> Changes | None:
+    """Set environment variables for the next attempt (keys ENV_PREFIX + name); None once they are set."""
+    changes = {f"{ENV_PREFIX}{k}": (config.get(f"{ENV_PREFIX}{k}"), v) for k, v in env.items()}
+    return {k: c for k, c in changes.items() if c[0] != c[1]} or None
+
+
+def env_changes(overrides: Mapping[str, Any]) -> dict[str, str]:
+    """The environment variables an attempt's overrides set (for the supervisor): {"NAME": "value"}."""
+    return {k.removeprefix(ENV_PREFIX): str(v) for k, v in overrides.items() if k.startswith(ENV_PREFIX)}
+
+
 def _halve_cutoff(config: Mapping[str, Any]) -> Changes | None:
     old, floor = int(value(config, "cutoff_len")), int(SETTINGS["halve_cutoff_floor"])
     return {"cutoff_len": (old, max(old // 2, floor))} if old > floor else None
@@ -157,6 +175,13 @@ STEPS: dict[str, Step] = {
             resumable=True,
         ),
         Step("resume", (), "resume from the newest complete checkpoint, nothing changed", lambda c: {}, True),
+        Step(
+            "hipblaslt_off",
+            tuple(f"{ENV_PREFIX}{k}" for k in SETTINGS["gpu_reset_env"]),
+            "environment TORCH_BLAS_PREFER_HIPBLASLT=0 (hipBLASLt off: AMD's workaround for TheRock#7699)",
+            lambda c: _env(c, SETTINGS["gpu_reset_env"]),
+            resumable=True,
+        ),
     )
 }
 STEP_KEYS: tuple[str, ...] = tuple(sorted({k for s in STEPS.values() for k in s.keys}))
@@ -164,8 +189,14 @@ STEP_KEYS: tuple[str, ...] = tuple(sorted({k for s in STEPS.values() for k in s.
 LADDERS: dict[str, tuple[str, ...]] = {
     "nan": ("flash_attn_disabled", "lower_lr", "adamw_torch"),
     "oom": ("halve_batch", "cutoff_1024"),
+    "gpu_reset": ("hipblaslt_off",),  # once: a second reset with hipBLASLt off is not this issue
 }
-LADDER_OF: dict[Kind, str] = {Kind.NAN: "nan", Kind.OOM: "oom", Kind.KILLED: "oom"}
+LADDER_OF: dict[Kind, str] = {
+    Kind.NAN: "nan",
+    Kind.OOM: "oom",
+    Kind.KILLED: "oom",
+    Kind.GPU_RESET: "gpu_reset",
+}
 KILLED_FIRST = ("resume",)  # put before the oom ladder's steps for a killed run
 
 

@@ -44,6 +44,7 @@ class GpuRecord:
     family: str | None = None  # RDNA2, RDNA3, ...
     vram_total: int | None = None
     vram_used: int | None = None
+    gtt_total: int | None = None  # system memory the GPU may map (an APU trains in it)
     usable_memory: int | None = None  # what training may use: VRAM, or carve-out + GTT on a large APU
     bf16: bool = False
     override: str | None = None  # HSA_OVERRIDE_GFX_VERSION the profile.d file exports for it

@@ -3,7 +3,9 @@
 The tree mirrors AMD's URL layout so the product changes only its base URLs:
   rocm/apt/<ver>/dists/{jammy,noble}/...  rocm/rocm.gpg.key (ASCII)     -- legacy stream, repo.radeon.com
   graphics/<ver>/ubuntu/dists/...  amdgpu/<x>/ubuntu/dists/...            -- same key, same origin
-  rocm/packages/<distro>/dists/stable/...  rocm/packages/gpg/rocm.gpg    -- Core SDK stream, repo.amd.com
+  rocm/packages/<distro>/dists/stable/...  rocm/packages/gpg/rocm.gpg    -- Core SDK, per-family layout
+  rocm/packages-multi-arch/<distro>/dists/stable/...                      -- Core SDK, multi-arch layout
+  (distros ubuntu2204/2404/2604, debian12/13; releases 7.14 and 10.0 side by side in each)
 Release files name AMD's origins (so the product's apt pins apply) and a Label saying they are simulated.
 They are signed with a throwaway key generated in a private GNUPGHOME under the state directory (never the
 machine's keyring). Built with dpkg-deb and gpg; the indexes are written here (no apt-utils needed).
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from email.utils import formatdate
 from pathlib import Path
 
+from radeonlab.roles.rocm import releases as amd_releases
 from radeonlab.sandbox import config
 from radeonlab.sandbox.standins import catalog
 
@@ -38,7 +41,7 @@ class AptRepoInfo:
     www: Path  # the served root; the repository is www/amd
     fingerprint: str
     rocm_version: str
-    coresdk_version: str
+    coresdk_versions: tuple[str, ...]
     build_seconds: float  # 0.0 when the existing tree was reused
 
     @property
@@ -67,6 +70,7 @@ class AptRepoInfo:
             "rocm_graphics_repo_url": f"{amd}/graphics",
             "rocm_amdgpu_repo_url": f"{amd}/amdgpu",
             "rocm_coresdk_repo_url": f"{amd}/rocm/packages",
+            "rocm_coresdk_multiarch_repo_url": f"{amd}/rocm/packages-multi-arch",
             "rocm_coresdk_key_url": f"{amd}/rocm/packages/gpg/rocm.gpg",
         }
 
@@ -74,22 +78,22 @@ class AptRepoInfo:
 def build_repo(
     state_dir: Path = config.STATE_DIR,
     rocm_version: str = config.ROCM_VERSION,
-    coresdk_version: str = config.CORESDK_VERSION,
+    coresdk_versions: tuple[str, ...] = config.CORESDK_VERSIONS,
 ) -> AptRepoInfo:
     """Build (or reuse, when its inputs are unchanged) the repository under config.www_dir(state_dir)/amd."""
     work = config.aptrepo_dir(state_dir)
     www = config.www_dir(state_dir)
     fingerprint = _ensure_key(work / "gnupg")
-    inputs = _inputs_digest(rocm_version, coresdk_version, fingerprint)
+    inputs = _inputs_digest(rocm_version, coresdk_versions, fingerprint)
     stamp = www / "amd" / STAMP
     if stamp.is_file() and json.loads(stamp.read_text()).get("inputs") == inputs:
-        return AptRepoInfo(www, fingerprint, rocm_version, coresdk_version, 0.0)
+        return AptRepoInfo(www, fingerprint, rocm_version, coresdk_versions, 0.0)
 
     started = time.monotonic()
     www.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix="amd.", dir=www))  # same filesystem: the swap is a rename
     try:
-        _build_tree(staging, work / "gnupg", fingerprint, rocm_version, coresdk_version)
+        _build_tree(staging, work / "gnupg", fingerprint, rocm_version, coresdk_versions)
         (staging / STAMP).write_text(json.dumps({"inputs": inputs, "fingerprint": fingerprint}) + "\n")
         staging.chmod(0o755)
         old = www / "amd"
@@ -103,18 +107,23 @@ def build_repo(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         _stop_agent(work / "gnupg")
-    return AptRepoInfo(www, fingerprint, rocm_version, coresdk_version, time.monotonic() - started)
+    return AptRepoInfo(www, fingerprint, rocm_version, coresdk_versions, time.monotonic() - started)
 
 
-def _inputs_digest(rocm_version: str, coresdk_version: str, fingerprint: str) -> str:
+def _inputs_digest(rocm_version: str, coresdk_versions: tuple[str, ...], fingerprint: str) -> str:
     """Everything the tree depends on: this code, the stand-in payloads and recordings, the config data."""
     digest = hashlib.sha256()
-    sources = [Path(__file__), Path(config.__file__), *sorted(catalog.HERE.rglob("*"))]
+    sources = [
+        Path(__file__),
+        Path(config.__file__),
+        Path(amd_releases.__file__),
+        *sorted(catalog.HERE.rglob("*")),
+    ]
     for path in sources:
         if path.is_file() and "__pycache__" not in path.parts:
-            digest.update(str(path.relative_to(catalog.HERE.parents[1])).encode())
+            digest.update(path.name.encode())
             digest.update(path.read_bytes())
-    digest.update(f"{rocm_version}|{coresdk_version}|{fingerprint}".encode())
+    digest.update(f"{rocm_version}|{','.join(coresdk_versions)}|{fingerprint}".encode())
     return digest.hexdigest()
 
 
@@ -251,7 +260,9 @@ def _repository(
     return releases
 
 
-def _build_tree(amd: Path, gnupg: Path, fingerprint: str, rocm_version: str, coresdk_version: str) -> None:
+def _build_tree(
+    amd: Path, gnupg: Path, fingerprint: str, rocm_version: str, coresdk_versions: tuple[str, ...]
+) -> None:
     ver_dir = config.rocm_dir_name(rocm_version)
     suffix = config.LEGACY_DIST_SUFFIX
     legacy_origin, sdk_origin = config.APT_ORIGIN_LEGACY, config.APT_ORIGIN_CORESDK
@@ -276,15 +287,25 @@ def _build_tree(amd: Path, gnupg: Path, fingerprint: str, rocm_version: str, cor
             None,
         ),
     ]
-    for distro, dist_suffix in config.CORESDK_DISTROS.items():
-        jobs.append(
-            (
-                amd / "rocm" / "packages" / distro,
-                {config.CORESDK_SUITE: catalog.coresdk_standins(coresdk_version, dist_suffix)},
-                sdk_origin,
-                config.CORESDK_SUITE,
-            )
-        )
+    # The Core SDK: both releases in one pool per layout; built once, then hard-linked into every distro
+    # directory (each directory is its own apt repository with its own pool, as AMD's are).
+    sdk = [p for v in coresdk_versions for p in catalog.coresdk_standins(
+        v, tuple(amd_releases.FAMILY_PACKAGES), amd_releases.MULTI_ARCH_TARGETS)]  # fmt: skip
+    first = amd / "rocm" / config.CORESDK_LAYOUT_DIRS["multi-arch"] / config.CORESDK_DISTROS[0]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        debs = list(pool.map(lambda pkg: _build_deb(pkg, first / "pool"), sdk))
+    for layout_dir in config.CORESDK_LAYOUT_DIRS.values():
+        for distro in config.CORESDK_DISTROS:
+            root = amd / "rocm" / layout_dir / distro
+            stanzas = []
+            for pkg, deb in zip(sdk, debs, strict=True):
+                target = root / deb.relative_to(first)
+                if target != deb:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    os.link(deb, target)
+                stanzas.append(_stanza(pkg, target, root))
+            jobs_release = _write_dist(root, config.CORESDK_SUITE, stanzas, sdk_origin, config.CORESDK_SUITE)
+            _sign(gnupg, fingerprint, jobs_release)
     # dpkg-deb and gpg are separate processes: a few threads overlap them
     with ThreadPoolExecutor(max_workers=4) as pool:
         releases = [r for rs in pool.map(lambda job: _repository(*job), jobs) for r in rs]

@@ -58,11 +58,13 @@ STANDIN_COMPONENT_VERSIONS = {  # <upstream>.<ROCm libpatch> is prepended by apt
 }
 AMDGPU_DKMS_VERSION = "1:6.16.13.30300000-{build}{suffix}"  # driver 6.16.13 seen with ROCm 7.2 (gpustack)
 
-# ROCm Core SDK stream (repo.amd.com/rocm/packages/<distro>), installed under /opt/rocm/core-<ver>.
-CORESDK_VERSION = "7.12"
-CORESDK_DISTROS = {"ubuntu2204": "~22.04", "ubuntu2404": "~24.04", "debian12": "~deb12"}
+# ROCm Core SDK stream, installed under /opt/rocm/core-<ver>, in AMD's two layouts: per family
+# (repo.amd.com/rocm/packages/<distro>) and multi-arch (repo.amd.com/rocm/packages-multi-arch/<distro>).
+# Releases, distros, families and targets are the product's own data (roles/rocm/releases.py).
+CORESDK_VERSIONS = ("7.14", "10.0")
+CORESDK_DISTROS = ("ubuntu2204", "ubuntu2404", "ubuntu2604", "debian12", "debian13")
 CORESDK_SUITE = "stable"
-CORESDK_GFX_FAMILIES = ("gfx110x", "gfx120x", "gfx103x")
+CORESDK_LAYOUT_DIRS = {"family": "packages", "multi-arch": "packages-multi-arch"}
 
 APT_COMPONENT = "main"
 APT_ARCH = "amd64"
@@ -102,4 +104,9 @@ HOST_STOP_TIMEOUT = 10.0  # seconds for a host's processes to vanish after the k
 HOST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # The simulated init (pid 1 of each host) is copied to this path inside the host.
 HOST_INIT_PATH = "/usr/local/sbin/radeonlab-sandbox-init"
-CARDS = ("rx7900xtx", "rx6700xt", "rx9070xt")  # the simulated cards (radeonlab/sandbox/simcards.py)
+CARDS = (
+    "rx7900xtx",
+    "rx6700xt",
+    "rx9070xt",
+    "strixhalo",
+)  # the simulated cards (radeonlab/sandbox/simcards.py)

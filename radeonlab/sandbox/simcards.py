@@ -110,12 +110,50 @@ CARDS: dict[str, dict[str, Any]] = {
         "vram_total": 17095983104,  # rocminfo GLOBAL pool "Size: 16695296(0xfec000) KB"
         "vram_used": 1572745216,
         "temp1_input": "drm/rx9070xt/hwmon_temp1_input",
+        "gpu_busy_percent": "drm/rx9070xt/gpu_busy_percent",  # amdgpu-sysfs-rs rx9070xt capture
         "gpu_id": 61922,
         "derived": {
             "kfd_node": "no KFD capture of a 9070 XT: the RX 7900 XTX node with gfx_target_version, "
             "device_id, simd_count, drm_render_minor changed; every other field is the 7900 XTX's",
             "revision": "from a different board (Acer) with the same GPU",
             "vram_used": "not recorded for this card; the RX 6700 XT's recorded idle use (rocm-smi)",
+            "gpu_id": "not recorded; an arbitrary stand-in",
+        },
+    },
+    # Strix Halo (Ryzen AI Max+ 395, Radeon 8060S, gfx1151): no sysfs capture of one exists in the shared
+    # fixtures or a public source found, so it is DERIVED from the nearest real APU capture (LACT's Strix
+    # Point, gfx1150) and the Strix Halo recordings named below (tests/fixtures/SOURCES.md).
+    "strixhalo": {
+        "name": "AMD Radeon 8060S Graphics",
+        "gfx": "gfx1151",
+        "kfd_node": "kfd/lact_strixpoint_node1.properties",
+        "kfd_changes": {
+            "drm_render_minor": RENDER_MINOR,
+            "gfx_target_version": 110501,  # gfx1151 (rocminfo ROCm/ROCm#5817: "gfx1151")
+            "device_id": 0x1586,  # 5510, rocminfo ROCm/ROCm#5817 "Chip ID: 5510(0x1586)"
+            "simd_count": 80,  # 2 SIMDs x 40 CUs (same rocminfo: "Compute Unit: 40", "SIMDs per CU: 2")
+        },
+        "device_uevent": "drm/strixpoint/device_uevent",  # LACT strixpoint card1 (PCI_SLOT 0000:c1:00.0)
+        "vendor": "0x1002",
+        "device": "0x1586",
+        "revision": "0xc1",  # amdgpu.ids: (0x1586, 0xC1) = "AMD Radeon 8060S Graphics"
+        "subsystem_vendor": "0x17aa",
+        "subsystem_device": "0x3801",
+        "vram_total": 536870912,  # the 512 MiB carve-out of the LACT Strix Point capture
+        "vram_used": 514580480,  # LACT Strix Point capture
+        "gtt_total": 67148152832,  # 64038 MiB: total_memory torch reported on an 8060S (torch fixture)
+        "gpu_busy_percent": "drm/strixpoint/gpu_busy_percent",
+        "temp1_input": "drm/strixpoint/hwmon_temp1_input",
+        "gpu_id": 40112,
+        "derived": {
+            "kfd_node": "the LACT Strix Point (gfx1150) node with gfx_target_version, device_id, simd_count, "
+            "drm_render_minor changed; every other field is Strix Point's",
+            "device_uevent": "Strix Point's uevent (PCI_ID 1002:150E): the device/revision files say 0x1586",
+            "revision": "amdgpu.ids' revision for the 8060S; not from a capture",
+            "vram_total": "Strix Point's 512 MiB carve-out; a Strix Halo's BIOS may set 512 MiB to 96 GiB",
+            "gtt_total": "torch's total_memory=64038MB on an 8060S (torch/strixhalo_8060s_..._torch2.11-"
+            "rocm7.13_EXCERPT.txt) taken as the GTT the kernel reports; mem_info_gtt_total not recorded",
+            "gpu_busy_percent": "Strix Point's",
             "gpu_id": "not recorded; an arbitrary stand-in",
         },
     },
@@ -213,6 +251,10 @@ def write_sysclass(dest: Path, card: str | None) -> None:
     _write(device / "uevent", _device_uevent(spec))
     _write(device / "mem_info_vram_total", f"{spec['vram_total']}\n")
     _write(device / "mem_info_vram_used", f"{spec['vram_used']}\n")
+    if "gtt_total" in spec:
+        _write(device / "mem_info_gtt_total", f"{spec['gtt_total']}\n")
+    if "gpu_busy_percent" in spec:
+        _write(device / "gpu_busy_percent", _fixture(spec["gpu_busy_percent"]))
     # device/drm/ lists the card's drm minors, as the kernel does: GPU detection reads the render minor here
     (device / "drm" / "card0").mkdir(parents=True)
     (device / "drm" / f"renderD{RENDER_MINOR}").mkdir()

@@ -3,7 +3,10 @@
 Served from `www/pypi/` by the sandbox's web server; the product is pointed at it only through its own
 settings (`pytorch_index_url`, `python_stack_index_url`, see `WheelIndexInfo.settings`).
 
-Two parts are SIMULATED and say so in the served README and index pages:
+Three parts are SIMULATED and say so in the served README and index pages:
+- AMD's multi-arch torch: the same CPU wheel repacked as 2.13.0+rocm10.0.0 with one `device-gfxNNNN` extra
+  per target AMD's index has, each pulling a stand-in `rocm-sdk-device-gfxNNNN` wheel (a marker file, no
+  device code), so pip resolves `torch[device-gfx1100]==2.13.0+rocm10.0.0` as it does against AMD's index.
 - torch is this machine's CPU wheel (/opt/wheels/torch-<version>+cpu-...) standing in for the ROCm build a
   real workstation gets from download.pytorch.org/whl/rocm<series>.
 - torchaudio is PyPI's wheel (a CUDA build whose native libraries fail beside CPU torch) repacked without
@@ -313,6 +316,7 @@ def _repacked(src: Path, src_sha256: str) -> Path:
 class WheelIndexInfo:
     root: Path  # www/pypi
     files: dict[str, Path] = field(default_factory=dict)  # normalized project name -> served wheel
+    amd_torch: Path | None = None  # the SIMULATED AMD multi-arch torch (also served on the torch page)
     downloaded_bytes: int = 0  # fetched from outside the lab (PyPI) by this build
     served_bytes: int = 0
     seconds: float = 0.0
@@ -361,6 +365,15 @@ def build_wheel_index(state_dir: Path = config.STATE_DIR) -> WheelIndexInfo:
     hashes["torchaudio"] = sha256_file(files["torchaudio"])
     files["torch"] = local_torch_wheel()
     hashes["torch"] = sha256_file(files["torch"])
+    extra: dict[str, list[Path]] = {}  # more wheels of a project already listed (torch: the AMD repack)
+    from radeonlab.sandbox.amdwheels import amd_standins  # it uses this module's helpers
+
+    for key, path in amd_standins(files["torch"]).items():
+        if key == "torch-amd":
+            extra["torch"] = [path]
+        else:
+            files[key] = path
+            hashes[key] = sha256_file(path)
 
     root = config.www_dir(state_dir) / "pypi"
     if root.exists():
@@ -369,22 +382,27 @@ def build_wheel_index(state_dir: Path = config.STATE_DIR) -> WheelIndexInfo:
     (root / "simple").mkdir()
     (root / "README.txt").write_text(SIMULATED_NOTE + "\n")
     for name, src in sorted(files.items()):
-        _link(src, root / "files" / src.name)
         note = ""
         if name == "torch":
-            note = "<p>SIMULATED: CPU build standing in for the ROCm build.</p>\n"
+            note = "<p>SIMULATED: CPU builds standing in for the ROCm builds (one repacked as AMD's).</p>\n"
         elif name == "torchaudio":
             note = "<p>SIMULATED: repack without CUDA native libraries.</p>\n"
-        href = f"../../files/{src.name}#sha256={hashes[name]}"
-        page = _page(
-            f"Links for {name}", [note + f'<a href="{html.escape(href)}">{html.escape(src.name)}</a><br>']
-        )
+        elif name.startswith("rocm-sdk-device-"):
+            note = "<p>SIMULATED: a stand-in with no device code.</p>\n"
+        links = []
+        for wheel in (src, *extra.get(name, [])):
+            _link(wheel, root / "files" / wheel.name)
+            digest = hashes[name] if wheel == src else sha256_file(wheel)
+            href = f"../../files/{wheel.name}#sha256={digest}"
+            links.append(f'<a href="{html.escape(href)}">{html.escape(wheel.name)}</a><br>')
+        page = _page(f"Links for {name}", [note + "\n".join(links)])
         (root / "simple" / name).mkdir()
         (root / "simple" / name / "index.html").write_text(page)
     root_links = [f'<a href="{n}/">{n}</a><br>' for n in sorted(files)]
     (root / "simple" / "index.html").write_text(_page("Simple index", root_links))
-    served = sum(f.stat().st_size for f in files.values())
-    return WheelIndexInfo(root, files, downloaded, served, time.monotonic() - start)
+    served = sum(f.stat().st_size for f in (*files.values(), *(w for ws in extra.values() for w in ws)))
+    amd = extra["torch"][0] if extra.get("torch") else None
+    return WheelIndexInfo(root, files, amd, downloaded, served, time.monotonic() - start)
 
 
 # --- installing the stack the way roles/python_stack does --------------------------------------------------

@@ -262,6 +262,26 @@ def override_for(gfx: str | None, rocm_version: str) -> str | None:
     return hsa_version(reference)
 
 
+def override_for_wheel(gfx: str | None, wheel_targets: Iterable[str]) -> str | None:
+    """HSA_OVERRIDE_GFX_VERSION a card needs with a torch build carrying code for `wheel_targets`, or None.
+
+    The torch wheel brings its own ROCm libraries, so what matters for training is which targets the wheel
+    has code for: none for a card it carries (AMD's multi-arch wheels carry gfx1031-1036 and gfx1103:
+    no override there), else the same-family reference target (10.3.0 for RDNA2, 11.0.0 for RDNA3/3.5) when
+    the wheel has it and it is the same major (AMD's guard, ROCm/rocm-systems#5686, refuses cross-major
+    overrides: they crashed gfx1151/gfx1201), else None (the card is then not usable with that wheel).
+    """
+    targets = set(wheel_targets)
+    if not gfx or gfx in targets:
+        return None
+    reference = OVERRIDE_REFERENCE.get(arch_family(gfx))
+    if reference is None or reference == gfx or reference not in targets:
+        return None
+    if _gfx_parts(reference)[0] != _gfx_parts(gfx)[0]:
+        return None
+    return hsa_version(reference)
+
+
 def is_supported(gfx: str | None, rocm_version: str) -> bool:
     """Usable on this ROCm: natively or through a same-major override."""
     return is_native(gfx, rocm_version) or override_for(gfx, rocm_version) is not None
@@ -306,6 +326,10 @@ class Gpu:
     override: str | None  # HSA_OVERRIDE_GFX_VERSION for rocm_version, None when not needed or not possible
     supported: bool
     unique_id: int | None  # KFD unique_id; 0 (APUs) becomes None
+    gtt_total: int | None = None  # bytes the GPU can map from system RAM (mem_info_gtt_total)
+    usable_memory: int | None = (
+        None  # bytes for tensors: VRAM, or carve-out + GTT on an APU (usable_memory())
+    )
 
     @property
     def uuid(self) -> str | None:
@@ -328,7 +352,27 @@ def rocm_arch_list(gpus: Iterable[Gpu]) -> str:
     return ";".join(sorted({g.runs_as for g in gpus if g.runs_as}))
 
 
-def training_devices(gpus: Iterable[Gpu], min_vram_bytes: int) -> list[Gpu]:
-    """GPUs to train on: supported, with at least min_vram_bytes of VRAM (drops small iGPU carve-outs that
-    can appear first in the device list)."""
-    return [g for g in gpus if g.supported and (g.vram_total or 0) >= min_vram_bytes]
+def usable_memory(vram_total: int | None, gtt_total: int | None, igpu: bool) -> int | None:
+    """Memory a GPU can hold tensors in. A discrete card: its VRAM. An APU: its VRAM carve-out plus the GTT
+    the kernel lets it map (mem_info_gtt_total): on Strix Halo and other unified-memory APUs most of a
+    model lives in GTT, so a 512 MiB carve-out says nothing about what it can train."""
+    if vram_total is None:
+        return None
+    return vram_total + (gtt_total or 0) if igpu else vram_total
+
+
+def is_training_gpu(gpu: Gpu, min_vram_bytes: int, min_unified_bytes: int) -> bool:
+    """Decided by usable memory: a discrete card with at least min_vram_bytes of VRAM, an APU with at least
+    min_unified_bytes of carve-out + GTT (a Strix Halo with 64-128 GB trains; a 780M's 0.5-4 GiB carve-out
+    with a laptop's GTT does not), and supported by the torch build."""
+    usable = gpu.usable_memory if gpu.usable_memory is not None else gpu.vram_total
+    return gpu.supported and (usable or 0) >= (min_unified_bytes if gpu.igpu else min_vram_bytes)
+
+
+def training_devices(
+    gpus: Iterable[Gpu], min_vram_bytes: int, min_unified_bytes: int | None = None
+) -> list[Gpu]:
+    """GPUs to train on (is_training_gpu): drops small iGPU carve-outs that can appear first in the device
+    list, keeps APUs with large unified memory."""
+    unified = min_vram_bytes if min_unified_bytes is None else min_unified_bytes
+    return [g for g in gpus if is_training_gpu(g, min_vram_bytes, unified)]

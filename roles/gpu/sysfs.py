@@ -7,7 +7,8 @@ command on this machine (for `radeonlab gpus --sysfs ROOT` and for recorded tree
 
 Files read, relative to the sysfs root (nothing else):
     sys/class/kfd/kfd/topology/nodes/*/properties
-    sys/class/drm/card*/device/{vendor,device,revision,mem_info_vram_total,mem_info_vram_used,uevent}
+    sys/class/drm/card*/device/{vendor,device,revision,mem_info_vram_total,mem_info_vram_used,
+                                mem_info_gtt_total,uevent}
     sys/class/drm/card*/device/drm/renderD*   (only the names: the render minor of each card)
 Connector directories (card0-DP-1) are skipped.
 
@@ -25,7 +26,14 @@ from pathlib import Path
 
 from radeonlab.roles.gpu import cards
 
-CARD_FILES = ("vendor", "device", "revision", "mem_info_vram_total", "mem_info_vram_used")
+CARD_FILES = (
+    "vendor",
+    "device",
+    "revision",
+    "mem_info_vram_total",
+    "mem_info_vram_used",
+    "mem_info_gtt_total",
+)
 
 
 def dump_command(root: str = "/") -> str:
@@ -104,6 +112,7 @@ def _amd_cards(cards_: dict[str, dict[str, str]]) -> dict[str, dict[str, object]
             "revision": _int(props.get("revision")),
             "vram_total": _int(props.get("mem_info_vram_total")),
             "vram_used": _int(props.get("mem_info_vram_used")),
+            "gtt_total": _int(props.get("mem_info_gtt_total")),
             "pci_slot": props.get("PCI_SLOT_NAME", "").lower() or None,
             "render_minor": _int(props.get("render_minor")),
         }
@@ -145,6 +154,7 @@ def parse_dump(lines: Iterable[str], rocm_version: str = cards.FALLBACK_ROCM_VER
         revision = card.get("revision")
         vram_total = card.get("vram_total") or _int(node.get("local_mem_size")) or None
         location = _int(node.get("location_id"))
+        igpu = cards.is_igpu(gfx, _int(node.get("cpu_cores_count")) or 0)
         gpus.append(
             cards.Gpu(
                 node=index,
@@ -162,13 +172,15 @@ def parse_dump(lines: Iterable[str], rocm_version: str = cards.FALLBACK_ROCM_VER
                 vram_total=vram_total,
                 vram_used=card.get("vram_used"),
                 simd_count=simd_count,
-                igpu=cards.is_igpu(gfx, _int(node.get("cpu_cores_count")) or 0),
+                igpu=igpu,
                 bf16=cards.has_bf16(gfx),
                 rocm_version=rocm_version,
                 native=cards.is_native(gfx, rocm_version),
                 override=cards.override_for(gfx, rocm_version),
                 supported=cards.is_supported(gfx, rocm_version),
                 unique_id=_int(node.get("unique_id")) or None,
+                gtt_total=card.get("gtt_total"),
+                usable_memory=cards.usable_memory(vram_total, card.get("gtt_total"), igpu),
             )
         )
     return gpus

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.server import Home, LinuxDistribution, User
-from pyinfra.operations import apt, files, pip
+from pyinfra.operations import apt, files, pip, server
 from radeonlab.roles.python_stack import plan
 from radeonlab.roles.python_stack.defaults import DEFAULTS
 from radeonlab.roles.python_stack.facts import InstalledDistributions, PythonVersion, UserGroups
@@ -62,9 +63,13 @@ def settings() -> dict[str, Any]:
 
 
 @deploy("Install the Python training stack", data_defaults=DEFAULTS)
-def install_python_stack(sources: Mapping[str, Any] | None = None) -> None:
-    """`sources`: settings that win over the inventory's (the wheel cache's index URLs, roles/wheel_cache)."""
+def install_python_stack(
+    sources: Mapping[str, Any] | None = None, gfx_targets: Sequence[str | None] = ()
+) -> None:
+    """`sources`: settings that win over the inventory's (the wheel cache's index URLs, roles/wheel_cache).
+    `gfx_targets`: the training GPUs' exact targets (AMD's wheels: one device extra each)."""
     data = {**settings(), **(sources or {})}
+    targets = sorted({t for t in gfx_targets if t})
     paths = stack_paths()
     as_user: dict[str, Any] = {"_sudo": True, "_sudo_user": paths.user}
     rocm_version = str(host.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"]))
@@ -88,13 +93,27 @@ def install_python_stack(sources: Mapping[str, Any] | None = None) -> None:
     pip.venv(name=f"Create the venv {paths.venv}", path=paths.venv, python=python, **as_user)
 
     installed = host.get_fact(
-        InstalledDistributions, python=paths.python, names=plan.watched_names(data), **as_user
+        InstalledDistributions, python=paths.python, names=plan.watched_names(data, targets), **as_user
     )
     installed = {plan.normalize(k): v for k, v in installed.items()}
-    for step in plan.pip_steps(data, rocm_version, installed):
+    try:
+        steps = plan.pip_steps(data, rocm_version, installed, targets)
+    except ValueError as e:
+        raise DeployError(f"{host.name}: {e}") from None
+    for step in steps:
+        name = (
+            f"Install {', '.join(step.packages[:3])}{' ...' if len(step.packages) > 3 else ''} "
+            f"({'; '.join(step.reasons[:3])})"
+        )
+        if any("[" in package for package in step.packages):
+            # pyinfra's pip.packages parses requirements as PEP 508 and drops extras ("torch[device-gfx1100]"
+            # would be installed as plain "torch", without AMD's device package): our own command, run
+            # only when our fact (InstalledDistributions) says something differs.
+            pip_command = [f"{paths.venv}/bin/pip", "install", *step.pip_args, *step.packages]
+            server.shell(name=name, commands=[shlex.join(pip_command)], **as_user)
+            continue
         pip.packages(
-            name=f"Install {', '.join(step.packages[:3])}{' ...' if len(step.packages) > 3 else ''} "
-            f"({'; '.join(step.reasons[:3])})",
+            name=name,
             packages=step.packages,
             virtualenv=paths.venv,
             # pip.packages would otherwise run `virtualenv`, which is not installed, if the venv were missing.

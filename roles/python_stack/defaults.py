@@ -5,8 +5,12 @@ Every key can be overridden per host or group in the inventory, or with `pyinfra
 
 from __future__ import annotations
 
-# PyTorch release -> the ROCm release its ROCm wheels are built for (pytorch RELEASE.md).
-PYTORCH_ROCM_PAIRING: dict[str, str] = {
+from dataclasses import dataclass
+
+# download.pytorch.org: PyTorch release -> the ROCm release(s) its ROCm wheels are built for (pytorch
+# RELEASE.md; torch 2.14 ships rocm7.2 and rocm7.14 wheels: pytorch/test-infra#8451 as cited in
+# rocm-facts.md "Since 7.2.4", not re-read here).
+PYTORCH_ROCM_PAIRING: dict[str, str | tuple[str, ...]] = {
     "2.4": "6.1",
     "2.5": "6.2",
     "2.6": "6.2.4",
@@ -17,7 +21,73 @@ PYTORCH_ROCM_PAIRING: dict[str, str] = {
     "2.11": "7.2",
     "2.12": "7.2",
     "2.13": "7.2",
+    "2.14": ("7.2", "7.14"),
 }
+
+
+@dataclass(frozen=True)
+class AmdWheels:
+    """AMD's multi-arch wheel set for one ROCm Core SDK release: torch with a device extra per exact target
+    (`torch[device-gfx1100]==2.13.0+rocm10.0.0`), and the torchvision/torchaudio that index pairs with it."""
+
+    rocm: str  # the Core SDK release ("10.0")
+    torch: str  # public version
+    torchvision: str
+    torchaudio: str
+    local: str  # the local version label of the set ("rocm10.0.0")
+    index_url: str
+    source: str
+
+
+# ROCm/TheRock RELEASES.md @89553ce3 (2026-08-22), "Installing multi-arch PyTorch Python packages": the
+# compatibility matrix torch 2.13 <-> torchaudio 2.11 <-> torchvision 0.28, torch 2.12 <-> 2.11 <-> 0.27.
+# Index URLs and the 7.14/10.0 pins: AMD's published examples as collected in rocm-facts.md ("Since
+# 7.2.4": `torch[device-gfx1151]==2.12.0+rocm7.14.0` from https://repo.amd.com/rocm/whl-multi-arch/,
+# `torch[device-gfx1201]==2.13.0+rocm10.0.0` from https://stable.repo.amd.com/rocm/whl-next/); TheRock's
+# build_tools/_therock_utils/s3_buckets.py composes https://<stream>.repo.amd.com/rocm/whl-next/.
+AMD_WHEELS: dict[str, AmdWheels] = {
+    w.rocm: w
+    for w in (
+        AmdWheels("7.14", "2.12.0", "0.27.0", "2.11.0", "rocm7.14.0", "https://repo.amd.com/rocm/whl-multi-arch/",
+                  "rocm-facts.md; TheRock RELEASES.md matrix"),
+        AmdWheels("10.0", "2.13.0", "0.28.0", "2.11.0", "rocm10.0.0", "https://stable.repo.amd.com/rocm/whl-next/",
+                  "rocm-facts.md; TheRock RELEASES.md matrix"),
+    )
+}  # fmt: skip
+
+# The exact gfx targets AMD's multi-arch index has a `device-<gfx>` extra for (TheRock RELEASES.md
+# @89553ce3, "Supported Python [device-*] install extras"). gfx1031-1036 and gfx1103 are there: with AMD's
+# wheels those cards run their own code, no HSA_OVERRIDE_GFX_VERSION.
+AMD_DEVICE_TARGETS: tuple[str, ...] = (
+    "gfx900", "gfx906", "gfx908", "gfx90a", "gfx942", "gfx950",
+    "gfx1010", "gfx1011", "gfx1012",
+    "gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036",
+    "gfx1100", "gfx1101", "gfx1102", "gfx1103",
+    "gfx1150", "gfx1151", "gfx1152", "gfx1153", "gfx1200", "gfx1201",
+)  # fmt: skip
+
+# The targets download.pytorch.org's ROCm wheels carry code for, by ROCm series. rocm7.2: gfx1030,
+# gfx1100-1102, gfx1200/1201 among Radeon targets (comment in unslothai/unsloth docker/Dockerfile.rocm, as
+# cited in rocm-facts.md; plus the Instinct targets every ROCm build carries). Other series: assumed the same.
+PYTORCH_ORG_TARGETS: tuple[str, ...] = (
+    "gfx900", "gfx906", "gfx908", "gfx90a", "gfx942", "gfx950",
+    "gfx1030", "gfx1100", "gfx1101", "gfx1102", "gfx1200", "gfx1201",
+)  # fmt: skip
+
+TORCH_SOURCES = ("amd", "pytorch")
+
+
+def torch_pairing(source: str) -> dict[str, str | tuple[str, ...]]:
+    """torch series -> ROCm release(s), for the chosen wheel source (AMD's index: one set per release)."""
+    if source == "amd":
+        return {".".join(w.torch.split(".")[:2]): w.rocm for w in AMD_WHEELS.values()}
+    return dict(PYTORCH_ROCM_PAIRING)
+
+
+def wheel_targets(source: str) -> tuple[str, ...]:
+    """The exact gfx targets the chosen wheel source carries code for."""
+    return AMD_DEVICE_TARGETS if source == "amd" else PYTORCH_ORG_TARGETS
+
 
 DEFAULTS: dict[str, object] = {
     # A CPU build of torch on a host with AMD GPUs fails the deploy's verification (it would train on the
@@ -48,15 +118,23 @@ DEFAULTS: dict[str, object] = {
     # workstation, not once per job. Under the training user's home, beside the jobs: the same disk, owned by
     # the user that trains (the Hub client's file locks then work for every job).
     "python_stack_model_cache": "~/radeonlab/models",
-    # PyTorch: from the ROCm wheel index that matches rocm_version (see PYTORCH_ROCM_PAIRING).
+    # Where torch comes from: "amd" = AMD's multi-arch wheels for the Core SDK release (AMD_WHEELS: torch
+    # with a device-<gfx> extra per GPU target on the host, e.g. torch[device-gfx1100]==2.13.0+rocm10.0.0);
+    # "pytorch" = download.pytorch.org's rocm<series> index (PYTORCH_ROCM_PAIRING), the legacy 7.2.4 pair.
+    "pytorch_source": "amd",
+    # PyTorch: the public version; the ROCm build's local label (+rocm10.0.0) comes from the source.
     "pytorch_version": "2.13.0",
-    # Empty: composed from the ROCm series, https://download.pytorch.org/whl/rocm<major.minor>.
+    # Empty: the source's index (AMD_WHEELS[...].index_url, or pytorch_index_url_template for "pytorch").
     "pytorch_index_url": "",
     "pytorch_index_url_template": "https://download.pytorch.org/whl/rocm{rocm_series}",
+    # pytorch_source "pytorch" only: the rocm<series> index to use. Empty: the legacy ROCm being installed
+    # (7.2.4 -> rocm7.2), else the first series PYTORCH_ROCM_PAIRING gives the torch release (2.13 -> 7.2).
+    "pytorch_rocm_series": "",
     # Extra wheel sources pip may use besides the indexes (a lab's wheel cache: a directory or URL).
     "pytorch_find_links": [],
     # Installed with torch from the same index: llamafactory imports torchaudio at the top of
-    # data/mm_plugin.py. Unpinned: pip takes the build that matches torch on that index.
+    # data/mm_plugin.py. With AMD's wheels each is pinned as that index pairs it (AMD_WHEELS; torchvision
+    # gets the device extras too); with download.pytorch.org unpinned (pip takes the matching build).
     "pytorch_extra_packages": ["torchaudio"],
     # Where everything that is not torch comes from (a lab mirror, or PyPI).
     "python_stack_index_url": "https://pypi.org/simple",

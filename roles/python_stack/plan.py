@@ -8,6 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from radeonlab.roles.gpu.cards import version_tuple
+from radeonlab.roles.python_stack.defaults import (
+    AMD_DEVICE_TARGETS,
+    AMD_WHEELS,
+    PYTORCH_ROCM_PAIRING,
+    AmdWheels,
+)
 
 
 def normalize(name: str) -> str:
@@ -33,11 +39,83 @@ def training_user(configured: str | None, login_user: str) -> str:
 
 
 def torch_index_url(data: Mapping[str, Any], rocm_version: str) -> str:
-    """pytorch_index_url, or the index composed from the ROCm series (https://download.pytorch.org/whl/rocm7.2)."""
+    """pytorch_index_url, else the source's: AMD's index for the Core SDK release, or download.pytorch.org's
+    rocm<series> index (https://download.pytorch.org/whl/rocm7.2)."""
     if data.get("pytorch_index_url"):
         return str(data["pytorch_index_url"])
-    series = ".".join(rocm_version.split(".")[:2])
-    return str(data["pytorch_index_url_template"]).format(rocm_series=series)
+    if data.get("pytorch_source", "amd") == "amd":
+        return amd_wheels(rocm_version).index_url
+    return str(data["pytorch_index_url_template"]).format(rocm_series=pytorch_rocm_series(data, rocm_version))
+
+
+def pytorch_rocm_series(data: Mapping[str, Any], rocm_version: str) -> str:
+    """The rocm<series> index of download.pytorch.org to take torch from: pytorch_rocm_series, else the
+    legacy ROCm being installed (7.2.4 -> 7.2), else the first series that torch release is built for
+    (torch 2.13 -> 7.2): the wheels bring their own ROCm libraries, so they run beside a Core SDK too."""
+    if data.get("pytorch_rocm_series"):
+        return str(data["pytorch_rocm_series"])
+    series = ".".join(str(rocm_version).split(".")[:2])
+    if version_tuple(series) < version_tuple("7.12"):
+        return series
+    paired = PYTORCH_ROCM_PAIRING.get(".".join(str(data["pytorch_version"]).split(".")[:2]))
+    return (paired if isinstance(paired, str) else paired[0]) if paired else series
+
+
+def amd_wheels(rocm_version: str) -> AmdWheels:
+    """AMD's wheel set for a Core SDK release; ValueError (one line) when AMD publishes none for it."""
+    found = AMD_WHEELS.get(".".join(str(rocm_version).split(".")[:2]))
+    if found is None:
+        raise ValueError(
+            f"AMD publishes no multi-arch torch wheels for ROCm {rocm_version} (known: "
+            f"{', '.join(AMD_WHEELS)}); set pytorch_source: pytorch"
+        )
+    return found
+
+
+@dataclass(frozen=True)
+class TorchRequest:
+    """What to pip-install for torch: requirement strings, the device packages the extras pull in, and the
+    local version label a matching installed build carries (None: any build of the public version)."""
+
+    requirements: list[str]
+    device_packages: list[str]
+    local: str | None
+
+
+def torch_request(data: Mapping[str, Any], rocm_version: str, gfx_targets: Sequence[str]) -> TorchRequest:
+    """torch (+ pytorch_extra_packages) for this source and these GPU targets.
+
+    AMD's wheels: `torch[device-gfxA,device-gfxB]==<torch>+<local>` (one extra per exact target, AMD's
+    form), torchvision with the same extras, torchaudio without (AMD's own examples install it without);
+    torchvision/torchaudio pinned to the series AMD pairs with that torch (AMD_WHEELS). download.pytorch.org:
+    torch==<version> and the extras unpinned, as before. Raises ValueError (one line) for a device extra the
+    index lacks or a release without AMD wheels.
+    """
+    version = str(data["pytorch_version"])
+    extras = list(data["pytorch_extra_packages"])
+    if data.get("pytorch_source", "amd") != "amd":
+        return TorchRequest([f"torch=={version}", *extras], [], None)
+    wheels = amd_wheels(rocm_version)
+    targets = sorted({t for t in gfx_targets if t})
+    if missing := [t for t in targets if t not in AMD_DEVICE_TARGETS]:
+        raise ValueError(
+            f"AMD's wheel index has no device extra for {', '.join(missing)} (it has "
+            f"{len(AMD_DEVICE_TARGETS)} targets, see AMD_DEVICE_TARGETS); set pytorch_source: pytorch"
+        )
+    if version != wheels.torch:
+        raise ValueError(
+            f"AMD's ROCm {wheels.rocm} wheels are torch {wheels.torch}, not {version} (set pytorch_version)"
+        )
+    device = f"[{','.join(f'device-{t}' for t in targets)}]" if targets else ""
+    paired = {"torchvision": wheels.torchvision, "torchaudio": wheels.torchaudio}
+    requirements = [f"torch{device}=={version}+{wheels.local}"]
+    for name in extras:
+        if name in paired:
+            series = ".".join(paired[name].split(".")[:2])
+            requirements.append(f"{name}{device if name == 'torchvision' else ''}=={series}.*")
+        else:
+            requirements.append(name)
+    return TorchRequest(requirements, [f"rocm-sdk-device-{t}" for t in targets], wheels.local)
 
 
 @dataclass(frozen=True)
@@ -88,12 +166,36 @@ def _mismatch(requirement: str, installed: Mapping[str, str | None], public_only
     return None
 
 
-def pip_steps(data: Mapping[str, Any], rocm_version: str, installed: Mapping[str, str | None]) -> list[Step]:
-    """The pip installs still needed, in order: torch (+ torchaudio) from the torch index, the requirements,
-    then llamafactory without its declared dependencies. Empty when everything matches."""
+def _torch_reasons(request: TorchRequest, installed: Mapping[str, str | None]) -> list[str]:
+    reasons = []
+    for requirement in request.requirements:
+        name = normalize(re.split(r"[\[=<>!~]", requirement, maxsplit=1)[0])
+        have = installed.get(name)
+        wanted = requirement.split("==", 1)[1] if "==" in requirement else None
+        if have is None:
+            reasons.append(f"{name} missing")
+        elif wanted and wanted.endswith(".*"):
+            if not public_version(have).startswith(wanted[:-1]):
+                reasons.append(f"{name} {have} != {wanted}")
+        elif wanted and (have if "+" in wanted else public_version(have)) != wanted:
+            reasons.append(f"{name} {have} != {wanted}")
+    reasons += [f"{p} missing (device extra)" for p in request.device_packages if installed.get(p) is None]
+    return reasons
+
+
+def pip_steps(
+    data: Mapping[str, Any],
+    rocm_version: str,
+    installed: Mapping[str, str | None],
+    gfx_targets: Sequence[str] = (),
+) -> list[Step]:
+    """The pip installs still needed, in order: torch (+ torchaudio, device extras for gfx_targets) from
+    the torch index, the requirements, then llamafactory without its declared dependencies. Empty when
+    everything matches. Raises ValueError (one line) for what the torch source cannot serve."""
     steps: list[Step] = []
-    torch = [f"torch=={data['pytorch_version']}", *data["pytorch_extra_packages"]]
-    reasons = [r for r in (_mismatch(p, installed, public_only=True) for p in torch) if r]
+    request = torch_request(data, rocm_version, gfx_targets)
+    torch = request.requirements
+    reasons = _torch_reasons(request, installed)
     if reasons:
         args = ["--index-url", torch_index_url(data, rocm_version)]
         for link in data["pytorch_find_links"]:
@@ -112,12 +214,14 @@ def pip_steps(data: Mapping[str, Any], rocm_version: str, installed: Mapping[str
     return steps
 
 
-def watched_names(data: Mapping[str, Any]) -> list[str]:
-    """Every distribution whose installed version the role checks."""
+def watched_names(data: Mapping[str, Any], gfx_targets: Sequence[str] = ()) -> list[str]:
+    """Every distribution whose installed version the role checks (the device packages of AMD's extras
+    too)."""
     specs: Sequence[str] = [
         "torch",
         *data["pytorch_extra_packages"],
         *data["python_stack_requirements"],
         "llamafactory",
+        *(f"rocm-sdk-device-{t}" for t in gfx_targets if t and data.get("pytorch_source", "amd") == "amd"),
     ]
     return sorted({_pin(s)[0] for s in specs})

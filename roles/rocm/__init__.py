@@ -1,7 +1,9 @@
-"""Install ROCm from AMD's apt repositories: the legacy repo.radeon.com stream or the ROCm Core SDK."""
+"""Install ROCm from AMD's apt repositories: the ROCm Core SDK (repo.amd.com) or the legacy repo.radeon.com
+stream."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,8 @@ from pyinfra.facts.server import LinuxDistribution
 from pyinfra.operations import apt, files, python, server
 from pyinfra.operations.util import any_changed
 from radeonlab.roles.python_stack.defaults import DEFAULTS as PYTHON_STACK_DEFAULTS
-from radeonlab.roles.python_stack.defaults import PYTORCH_ROCM_PAIRING
+from radeonlab.roles.python_stack.defaults import torch_pairing
+from radeonlab.roles.python_stack.plan import pytorch_rocm_series
 from radeonlab.roles.rocm import repos
 from radeonlab.roles.rocm.defaults import DEFAULTS
 
@@ -49,9 +52,30 @@ def _missing(packages: Sequence[str]) -> list[str]:
 
 @deploy("Install ROCm", data_defaults=DEFAULTS)
 def install_rocm(gfx_targets: Sequence[str | None] = ()) -> None:
-    """Install ROCm for the GPUs whose gfx targets are given (the Core SDK picks packages by GPU family)."""
+    """Install ROCm for the GPUs whose gfx targets are given: the Core SDK picks one meta package per exact
+    target (multi-arch layout) or per GPU family; the legacy stream installs its runtime packages.
+
+    Everything that can be refused (an unpublished release, a stream AMD does not serve on this distribution,
+    a GPU without a package, an unpaired torch) is refused here, before any operation runs.
+    """
     data = settings()
     codename = repos.check_supported(host.name, repos.distro_from_fact(host.get_fact(LinuxDistribution)))
+    try:
+        repos.check_request(data, codename)
+        if data["rocm_stream"] == "legacy":
+            keyring, key_url, origin = data["rocm_keyring"], data["rocm_key_url"], data["rocm_origin"]
+            lines, packages = repos.legacy_sources(data, codename), repos.legacy_packages(data)
+        else:
+            keyring, key_url, origin = (
+                data["rocm_coresdk_keyring"],
+                data["rocm_coresdk_key_url"],
+                data["rocm_coresdk_origin"],
+            )
+            lines, packages = repos.coresdk_sources(data, codename), repos.coresdk_packages(data, gfx_targets)
+    except ValueError as e:
+        raise DeployError(f"{host.name}: {e}") from None
+    if not packages:
+        raise DeployError(f"{host.name}: no ROCm package serves this host's GPUs {list(gfx_targets)}")
     _check_torch_pairing(data)
 
     missing_prereqs = _missing(data["rocm_prerequisite_packages"])
@@ -63,43 +87,27 @@ def install_rocm(gfx_targets: Sequence[str | None] = ()) -> None:
             **SUDO,
         )
 
-    if data["rocm_stream"] == "legacy":
-        keyring, key_url, origin = data["rocm_keyring"], data["rocm_key_url"], data["rocm_origin"]
-        list_name, lines = "rocm", repos.legacy_sources(data, codename)
-        packages = repos.legacy_packages(data)
-    elif data["rocm_stream"] == "coresdk":
-        keyring, key_url, origin = (
-            data["rocm_coresdk_keyring"],
-            data["rocm_coresdk_key_url"],
-            data["rocm_coresdk_origin"],
-        )
-        list_name, lines = "amdrocm", repos.coresdk_sources(data, codename)
-        packages = repos.coresdk_packages(data, gfx_targets)
-        if not packages:
-            raise DeployError(
-                f"{host.name}: no ROCm Core SDK package family serves this host's GPUs {list(gfx_targets)}"
-            )
-    else:
-        raise DeployError(
-            f"{host.name}: rocm_stream must be 'legacy' or 'coresdk', not {data['rocm_stream']!r}"
-        )
-
+    stream = str(data["rocm_stream"])
+    removed = _remove_other_streams(data, stream)
+    paths = repos.stream_files(stream)
     source_ops = [
         apt.key(name=f"Install AMD's apt key as {keyring}", src=key_url, dest=keyring, **SUDO),
         _root_template(
-            name=f"Write /etc/apt/sources.list.d/{list_name}.list",
+            name=f"Write {paths['list']}",
             template="apt-sources.list.j2",
-            dest=f"/etc/apt/sources.list.d/{list_name}.list",
+            dest=paths["list"],
             lines=lines,
-            comment=f"ROCm {data['rocm_version']} ({data['rocm_stream']} stream)",
+            comment=f"ROCm {data['rocm_version']} ({stream} stream"
+            + (f", {data['rocm_coresdk_layout']} layout)" if stream == "coresdk" else ")"),
         ),
         _root_template(
             name=f"Pin {origin} above the distribution's packages",
             template="apt-pin.j2",
-            dest=f"/etc/apt/preferences.d/{list_name}-pin-600",
+            dest=paths["pin"],
             origin=origin,
             pin=repos.pin(origin),
         ),
+        *removed,
     ]
     driver_packages: list[str] = []
     if data["rocm_install_driver"]:
@@ -115,7 +123,11 @@ def install_rocm(gfx_targets: Sequence[str | None] = ()) -> None:
             name="Refresh apt package lists (ROCm sources changed)", _if=any_changed(*source_ops), **SUDO
         )
 
-    rocm_op = apt.packages(name=f"Install ROCm {data['rocm_version']} packages", packages=packages, **SUDO)
+    rocm_op = apt.packages(
+        name=f"Install ROCm {data['rocm_version']} packages ({', '.join(packages)})",
+        packages=packages,
+        **SUDO,
+    )
     if driver_packages:
         _install_driver(data, driver_packages)
 
@@ -123,12 +135,12 @@ def install_rocm(gfx_targets: Sequence[str | None] = ()) -> None:
         name="Register ROCm's libraries with the dynamic linker",
         template="ld.so.conf.j2",
         dest="/etc/ld.so.conf.d/rocm.conf",
-        paths=data["rocm_ld_paths"],
+        paths=repos.ld_paths(data),
     )
     server.shell(
         name="Rebuild the dynamic linker cache",
         commands=["ldconfig"],
-        _if=any_changed(ld_op, rocm_op),
+        _if=any_changed(ld_op, rocm_op, *removed),
         **SUDO,
     )
     _root_template(
@@ -139,9 +151,42 @@ def install_rocm(gfx_targets: Sequence[str | None] = ()) -> None:
     )
 
 
+def _remove_other_streams(data: dict[str, Any], stream: str) -> list[Any]:
+    """A switch of stream (or of Core SDK release): remove the other stream's sources and pin, then its
+    packages, so apt sees one ROCm origin and the linker one ROCm. Nothing to do: no operation at all."""
+    ops = []
+    other = "coresdk" if stream == "legacy" else "legacy"
+    for path in repos.stream_files(other).values():
+        ops.append(files.file(name=f"Remove {path} (the {other} stream's)", path=path, present=False, **SUDO))
+    if data["rocm_remove_other_streams"]:
+        leftovers = repos.leftover_packages(data, host.get_fact(DebPackages))
+        if leftovers:
+            ops.append(
+                server.shell(
+                    name=f"Remove ROCm packages of another stream or release ({', '.join(leftovers[:4])}"
+                    f"{' ...' if len(leftovers) > 4 else ''})",
+                    commands=[
+                        "DEBIAN_FRONTEND=noninteractive apt-get purge -y " + shlex.join(leftovers),
+                        "DEBIAN_FRONTEND=noninteractive apt-get autoremove --purge -y",
+                    ],
+                    **SUDO,
+                )
+            )
+    return ops
+
+
 def _check_torch_pairing(data: dict[str, Any]) -> None:
     torch_version = str(host.data.get("pytorch_version", PYTHON_STACK_DEFAULTS["pytorch_version"]))
-    problem = repos.torch_pairing_problem(str(data["rocm_version"]), torch_version, PYTORCH_ROCM_PAIRING)
+    source = str(host.data.get("pytorch_source", PYTHON_STACK_DEFAULTS["pytorch_source"]))
+    # AMD's wheels pair with the Core SDK release; download.pytorch.org's with the rocm<series> index they
+    # come from (their own ROCm libraries inside, so they also run beside a Core SDK).
+    stack = {key: host.data.get(key, default) for key, default in PYTHON_STACK_DEFAULTS.items()}
+    rocm = (
+        str(data["rocm_version"])
+        if source == "amd"
+        else pytorch_rocm_series(stack, str(data["rocm_version"]))
+    )
+    problem = repos.torch_pairing_problem(rocm, torch_version, torch_pairing(source))
     if problem and not data["rocm_allow_unpaired_torch"]:
         raise DeployError(f"{host.name}: {problem} (set rocm_allow_unpaired_torch: true to install anyway)")
     if problem:

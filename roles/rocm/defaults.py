@@ -5,11 +5,17 @@ Every key can be overridden per host or group in the inventory, or with `pyinfra
 
 from __future__ import annotations
 
+from radeonlab.roles.rocm import releases
+
 DEFAULTS: dict[str, object] = {
-    # "legacy": repo.radeon.com (ROCm up to 7.2.x); "coresdk": repo.amd.com ROCm Core SDK (7.12 and later).
-    "rocm_stream": "legacy",
-    # The newest 7.2.x (ROCm 7.2.4, 2026-05-29, ROCm/rocminfo releases): what torch 2.11-2.13 wheels target.
-    "rocm_version": "7.2.4",
+    # "coresdk": repo.amd.com ROCm Core SDK (7.12 and later); "legacy": repo.radeon.com (ROCm up to 7.2.4).
+    # Default: the newest production release AMD lists for Radeon on every distribution the role supports,
+    # ROCm Core SDK 10.0 (AMD's transition guide: "ROCm 10.0.0 is the latest production release"; its
+    # install selector serves Ubuntu 22.04/24.04/26.04 and Debian 12/13; releases.py [S1], [S3]). The legacy
+    # pair rocm_stream: legacy, rocm_version: 7.2.4 (+ pytorch_source: pytorch, rocm7.2 wheels) stays a
+    # choice; AMD never published it for Ubuntu 26.04.
+    "rocm_stream": "coresdk",
+    "rocm_version": "10.0",
     # A torch/ROCm pair outside PYTORCH_ROCM_PAIRING stops the deploy unless this is true.
     "rocm_allow_unpaired_torch": False,
     # --- legacy stream (repo.radeon.com) ---
@@ -27,28 +33,47 @@ DEFAULTS: dict[str, object] = {
     # Distribution codename -> the suite AMD publishes the legacy packages for. AMD publishes only Ubuntu
     # suites: Debian 12 takes the jammy packages (glibc 2.36 >= jammy's 2.35), Debian 13 the noble ones
     # (ROCm/ROCm#5111 comment, AMD's Debian notes re-use Ubuntu sources: ROCm discussion #6571).
-    "rocm_legacy_suites": {"jammy": "jammy", "noble": "noble", "bookworm": "jammy", "trixie": "noble"},
-    # --- Core SDK stream (repo.amd.com) ---
-    "rocm_coresdk_key_url": "https://repo.amd.com/rocm/packages/gpg/rocm.gpg",
+    "rocm_legacy_suites": dict(releases.LEGACY_SUITES),
+    # --- Core SDK stream (repo.amd.com; AMD's install selector, releases.py [S1] [S2]) ---
+    # "multi-arch": packages-multi-arch/<distro>, one amdrocm<ver>-<gfx> per exact target (AMD's "all GPUs"
+    # repository); "family": packages/<distro>, one amdrocm<ver>-<family> per GPU family (gfx110x, ...).
+    "rocm_coresdk_layout": "multi-arch",
+    # true: the all-targets package amdrocm<ver> instead of one package per detected target (more disk).
+    "rocm_coresdk_all_targets": False,
+    "rocm_coresdk_key_url": "https://repo.amd.com/rocm/packages/gpg/rocm.gpg",  # [S2]: both layouts
     "rocm_coresdk_keyring": "/etc/apt/keyrings/amdrocm.gpg",
-    "rocm_coresdk_repo_url": "https://repo.amd.com/rocm/packages",  # + /<distro dir> stable main
+    "rocm_coresdk_repo_url": "https://repo.amd.com/rocm/packages",  # family layout: + /<distro> stable main
+    # multi-arch layout: + /<distro> stable main. AMD's 10.0 selector [S1] also shows
+    # https://stable.repo.amd.com/rocm/core/packages (key .../rocm/gpg/packages.gpg): set both URLs to use it.
+    "rocm_coresdk_multiarch_repo_url": "https://repo.amd.com/rocm/packages-multi-arch",
     "rocm_coresdk_suite": "stable",
+    # The pin's o=: AMD's Release files were not read here (no access); the host name is assumed as Origin,
+    # as repo.radeon.com's is. Check with `apt-cache policy` on a real host and set this if it differs.
     "rocm_coresdk_origin": "repo.amd.com",
-    "rocm_coresdk_dirs": {
-        "jammy": "ubuntu2204",
-        "noble": "ubuntu2404",
-        "bookworm": "debian12",
-        "trixie": "debian13",
-    },
-    # One meta package per GPU family present: amdrocm7.12-gfx110x, ...
-    "rocm_coresdk_package_template": "amdrocm{version}-{family}",
+    "rocm_coresdk_dirs": dict(releases.CORE_SDK_DISTROS),
+    "rocm_coresdk_target_template": "amdrocm{version}-{gfx}",  # multi-arch: amdrocm10.0-gfx1100
+    "rocm_coresdk_all_targets_template": "amdrocm{version}",  # multi-arch, every target: amdrocm10.0
+    "rocm_coresdk_package_template": "amdrocm{version}-{family}",  # family layout: amdrocm10.0-gfx110x
     "rocm_coresdk_extra_packages": [],
+    # The /opt/rocm view (AMD's meta package links /opt/rocm/bin, /opt/rocm/lib to the selected
+    # /opt/rocm/core-<ver>, [S3]): one folder on the linker path, whichever release is selected.
+    "rocm_coresdk_ld_paths": ["/opt/rocm/lib"],
+    "rocm_coresdk_version_file": "/opt/rocm/core-{version}/.info/version",
+    # Remove the other stream's packages (and other Core SDK releases') before installing: AMD asks to
+    # uninstall 7.2.4 or older first [S5], and two releases would put two copies of ROCm on the linker path.
+    "rocm_remove_other_streams": True,
     # --- optional kernel driver (amdgpu-dkms); off by default: Ubuntu's own kernel driver runs ROCm ---
     "rocm_install_driver": False,
     "rocm_amdgpu_repo_url": "https://repo.radeon.com/amdgpu",  # + /<driver version>/ubuntu <suite> main
-    # The driver repository is numbered on its own from ROCm 7.0 (rocm-facts.md).
-    "rocm_amdgpu_versions": {"7.0": "30.10", "7.1": "30.20", "7.2": "30.30"},
-    "rocm_amdgpu_version": "",  # empty: from rocm_amdgpu_versions by the ROCm series
+    # The driver repository is numbered on its own from ROCm 7.0 (rocm-facts.md); 10.0 pairs with 31.50
+    # (amdgpu-install/31.50 in AMD's 10.0 selector, releases.py [S1]). 7.14's was not found: set it.
+    "rocm_amdgpu_versions": {"7.0": "30.10", "7.1": "30.20", "7.2": "30.30", "10.0": "31.50"},
+    "rocm_amdgpu_version": "",
+    # Distribution codename -> the driver repository's suite (Ubuntu 26.04 has its own: resolute, [S1]).
+    "rocm_amdgpu_suites": {
+        **releases.LEGACY_SUITES,
+        "resolute": "resolute",
+    },  # empty: from rocm_amdgpu_versions by the ROCm series
     "rocm_driver_packages": ["amdgpu-dkms"],
     "rocm_allow_reboot": False,  # reboot after a driver change; otherwise the deploy says one is needed
     # --- host layout ---
@@ -58,10 +83,12 @@ DEFAULTS: dict[str, object] = {
     "rocm_version_file": "/opt/rocm/.info/version",
 }
 
-# Ubuntu 22.04/24.04 and Debian 12/13, by (distribution, major version) -> codename as os-release names it.
+# Ubuntu 22.04/24.04/26.04 and Debian 12/13, by (distribution, major version) -> codename as os-release
+# names it.
 SUPPORTED_DISTROS: dict[tuple[str, int], str] = {
     ("Ubuntu", 22): "jammy",
     ("Ubuntu", 24): "noble",
+    ("Ubuntu", 26): "resolute",
     ("Debian", 12): "bookworm",
     ("Debian", 13): "trixie",
 }

@@ -6,15 +6,18 @@ package lists; `radeonlab.roles.rocm` turns them into operations.
 
 from __future__ import annotations
 
+import fnmatch
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pyinfra.api.exceptions import DeployError
-from radeonlab.roles.gpu.cards import core_sdk_family, version_tuple
+from radeonlab.roles.gpu.cards import version_tuple
+from radeonlab.roles.rocm import releases
 from radeonlab.roles.rocm.defaults import SUPPORTED_DISTROS
 
-SUPPORTED_TEXT = "Ubuntu 22.04/24.04, Debian 12/13"
+SUPPORTED_TEXT = "Ubuntu 22.04/24.04/26.04, Debian 12/13"
 
 
 @dataclass(frozen=True)
@@ -84,9 +87,55 @@ def legacy_sources(data: Mapping[str, Any], codename: str) -> list[str]:
 
 
 def coresdk_sources(data: Mapping[str, Any], codename: str) -> list[str]:
-    """The lines of /etc/apt/sources.list.d/amdrocm.list for the Core SDK stream."""
-    url = f"{data['rocm_coresdk_repo_url'].rstrip('/')}/{data['rocm_coresdk_dirs'][codename]}"
+    """The line of /etc/apt/sources.list.d/amdrocm.list for the Core SDK stream, in the chosen layout."""
+    base = data[
+        "rocm_coresdk_multiarch_repo_url" if _layout(data) == "multi-arch" else "rocm_coresdk_repo_url"
+    ]
+    url = f"{str(base).rstrip('/')}/{data['rocm_coresdk_dirs'][codename]}"
     return [_deb(data["rocm_coresdk_keyring"], url, data["rocm_coresdk_suite"])]
+
+
+def _layout(data: Mapping[str, Any]) -> str:
+    return str(data.get("rocm_coresdk_layout") or "multi-arch")
+
+
+def check_request(data: Mapping[str, Any], codename: str) -> None:
+    """Refuse, with one line (ValueError), what AMD never published: an unknown stream or layout, a ROCm
+    version of neither stream, a stream/distribution pair AMD does not serve. Called before any change."""
+    stream, version = str(data["rocm_stream"]), str(data["rocm_version"])
+    if stream == "legacy":
+        if releases.core_sdk_release(version) is not None or version_tuple(version) > version_tuple(
+            releases.LEGACY_LAST
+        ):
+            raise ValueError(
+                f"ROCm {version} is not a legacy-stream release (the legacy stream ended with "
+                f"{releases.LEGACY_LAST}; Core SDK releases: {', '.join(releases.CORE_SDK_RELEASES)}; "
+                "set rocm_stream: coresdk)"
+            )
+        if version_tuple(version) < version_tuple(releases.LEGACY_FIRST_SUPPORTED):
+            raise ValueError(
+                f"ROCm {version} is older than this role supports ({releases.LEGACY_FIRST_SUPPORTED})"
+            )
+        if codename not in data["rocm_legacy_suites"]:
+            raise ValueError(
+                f"AMD's legacy stream (ROCm {version}) has no packages for {codename}: the stream ended "
+                f"before it; use rocm_stream: coresdk (ROCm {releases.NEWEST_PRODUCTION})"
+            )
+    elif stream == "coresdk":
+        if releases.core_sdk_release(version) is None:
+            raise ValueError(
+                f"AMD published no ROCm Core SDK {version} (known: "
+                f"{', '.join(r.version for r in releases.CORE_SDK_RELEASES.values())}"
+                f"; the legacy stream ends with {releases.LEGACY_LAST})"
+            )
+        if _layout(data) not in releases.LAYOUTS:
+            raise ValueError(
+                f"rocm_coresdk_layout must be one of {', '.join(releases.LAYOUTS)}, not {_layout(data)!r}"
+            )
+        if codename not in data["rocm_coresdk_dirs"]:
+            raise ValueError(f"AMD's Core SDK has no repository for {codename}")
+    else:
+        raise ValueError(f"rocm_stream must be 'legacy' or 'coresdk', not {stream!r}")
 
 
 def driver_version(data: Mapping[str, Any]) -> str | None:
@@ -102,7 +151,7 @@ def driver_sources(data: Mapping[str, Any], codename: str) -> list[str]:
         raise ValueError(
             f"no amdgpu driver version known for ROCm {data['rocm_version']}: set rocm_amdgpu_version"
         )
-    suite = data["rocm_legacy_suites"][codename]
+    suite = data["rocm_amdgpu_suites"][codename]
     url = f"{data['rocm_amdgpu_repo_url'].rstrip('/')}/{version}/ubuntu"
     return [_deb(data["rocm_keyring"], url, suite)]
 
@@ -117,28 +166,107 @@ def legacy_packages(data: Mapping[str, Any]) -> list[str]:
 
 
 def coresdk_packages(data: Mapping[str, Any], gfx_targets: Iterable[str | None]) -> list[str]:
-    """One meta package per GPU family present (amdrocm7.12-gfx110x, ...), plus the configured extras."""
-    families = sorted({f for f in (core_sdk_family(g) for g in gfx_targets) if f})
-    template = str(data["rocm_coresdk_package_template"])
+    """The Core SDK meta packages for these GPUs, plus the configured extras.
+
+    multi-arch: one `amdrocm<ver>-<gfx>` per exact target present (a mixed host gets one each), or the
+    all-targets `amdrocm<ver>` when rocm_coresdk_all_targets is set or a target has no per-target package
+    (AMD's list, releases.MULTI_ARCH_TARGETS: e.g. gfx1031). family: one `amdrocm<ver>-<family>` per family.
+    Raises ValueError (one line) when a GPU has no package in the chosen layout.
+    """
     version = series(str(data["rocm_version"]))
-    return [template.format(version=version, family=f) for f in families] + list(
-        data["rocm_coresdk_extra_packages"]
-    )
+    targets = sorted({g for g in gfx_targets if g})
+    if _layout(data) == "multi-arch":
+        if data.get("rocm_coresdk_all_targets") or any(t not in releases.MULTI_ARCH_TARGETS for t in targets):
+            names = [str(data["rocm_coresdk_all_targets_template"]).format(version=version)]
+        else:
+            template = str(data["rocm_coresdk_target_template"])
+            names = [template.format(version=version, gfx=t) for t in targets]
+    else:
+        families = {t: family_of(t) for t in targets}
+        if missing := [t for t, f in families.items() if f is None]:
+            raise ValueError(
+                f"AMD's per-family Core SDK packages serve no {', '.join(missing)} "
+                "(set rocm_coresdk_layout: multi-arch)"
+            )
+        template = str(data["rocm_coresdk_package_template"])
+        names = [template.format(version=version, family=f) for f in sorted(set(families.values()))]
+    return names + list(data["rocm_coresdk_extra_packages"])
 
 
-def torch_pairing_problem(rocm_version: str, torch_version: str, pairing: Mapping[str, str]) -> str | None:
+def family_of(gfx: str) -> str | None:
+    """The per-family meta package family of a target: gfx1100 -> gfx110x, gfx1151 -> gfx1151."""
+    return next((f for f, members in releases.FAMILY_PACKAGES.items() if gfx in members), None)
+
+
+# Package names each stream installs (fnmatch patterns over dpkg's list): what a switch away removes.
+STREAM_PACKAGE_PATTERNS: dict[str, tuple[str, ...]] = {
+    "legacy": ("rocm", "rocm-*", "rocminfo", "hsa-rocr*", "hip-runtime-amd", "amd-smi-lib", "hipcc"),
+    "coresdk": ("amdrocm*",),
+}
+_CORE_SDK_SERIES = re.compile(r"^amdrocm[a-z-]*?(\d+\.\d+)(?:-|$)")
+
+
+def leftover_packages(data: Mapping[str, Any], installed: Iterable[str]) -> list[str]:
+    """Installed ROCm packages that do not belong to the stream and release being installed: the other
+    stream's (AMD: uninstall 7.2.4 or older before the Core SDK), and other Core SDK releases' meta and
+    runtime packages (each brings its own /opt/rocm/core-<ver> onto the linker path through the view)."""
+    stream, version = str(data["rocm_stream"]), series(str(data["rocm_version"]))
+    out = []
+    for name in sorted(set(installed)):
+        owner = next(
+            (
+                o
+                for o, patterns in STREAM_PACKAGE_PATTERNS.items()
+                if any(fnmatch.fnmatchcase(name, p) for p in patterns)
+            ),
+            None,
+        )
+        other_release = owner == "coresdk" and (m := _CORE_SDK_SERIES.match(name)) and m[1] != version
+        if owner is not None and (owner != stream or other_release):
+            out.append(name)
+    return out
+
+
+def stream_files(stream: str) -> dict[str, str]:
+    """The sources list and the pin each stream writes (a switch removes the other stream's)."""
+    name = "rocm" if stream == "legacy" else "amdrocm"
+    return {
+        "list": f"/etc/apt/sources.list.d/{name}.list",
+        "pin": f"/etc/apt/preferences.d/{name}-pin-600",
+    }
+
+
+def ld_paths(data: Mapping[str, Any]) -> list[str]:
+    """Library folders for the dynamic linker: the /opt/rocm view only (Core SDK: it points at the selected
+    /opt/rocm/core-<ver>; listing that too would put every library on the path twice)."""
+    key = "rocm_ld_paths" if data["rocm_stream"] == "legacy" else "rocm_coresdk_ld_paths"
+    return list(data[key])
+
+
+def version_file(data: Mapping[str, Any]) -> str:
+    """Where the installed release writes its version: /opt/rocm/.info/version (legacy) or the Core SDK's
+    /opt/rocm/core-<ver>/.info/version."""
+    if data["rocm_stream"] == "legacy":
+        return str(data["rocm_version_file"])
+    return str(data["rocm_coresdk_version_file"]).format(version=series(str(data["rocm_version"])))
+
+
+def torch_pairing_problem(
+    rocm_version: str, torch_version: str, pairing: Mapping[str, str | tuple[str, ...]]
+) -> str | None:
     """Why this torch release does not pair with this ROCm release, or None when it does.
 
-    A pairing "7.2" accepts any 7.2.x; "6.2.4" accepts only 6.2.4.
+    `pairing`: torch series -> the ROCm release(s) its wheels are built for. A pairing "7.2" accepts any
+    7.2.x; "6.2.4" accepts only 6.2.4.
     """
-    wanted = pairing.get(series(torch_version))
-    if wanted is None:
-        return f"torch {torch_version} has no known ROCm pairing (PYTORCH_ROCM_PAIRING)"
-    have = version_tuple(rocm_version)
-    want = version_tuple(wanted)
-    if (
-        tuple(str(rocm_version).split("."))[: len(wanted.split("."))] == tuple(wanted.split("."))
-        or have == want
-    ):
-        return None
-    return f"torch {torch_version} is built for ROCm {wanted}, not ROCm {rocm_version}"
+    found = pairing.get(series(torch_version))
+    if found is None:
+        return f"torch {torch_version} has no known ROCm pairing"
+    wanted = (found,) if isinstance(found, str) else tuple(found)
+    for want in wanted:
+        parts = want.split(".")
+        if tuple(str(rocm_version).split("."))[: len(parts)] == tuple(parts) or version_tuple(
+            rocm_version
+        ) == version_tuple(want):
+            return None
+    return f"torch {torch_version} is built for ROCm {' or '.join(wanted)}, not ROCm {rocm_version}"

@@ -8,9 +8,10 @@ from pyinfra import host, state
 from pyinfra.api import deploy
 from radeonlab.roles.access.defaults import DEFAULTS as ACCESS_DEFAULTS
 from radeonlab.roles.gpu.cards import Gpu
-from radeonlab.roles.gpu_env.plan import for_rocm
+from radeonlab.roles.gpu_env.plan import for_torch, torch_build
 from radeonlab.roles.python_stack import stack_paths
 from radeonlab.roles.python_stack.defaults import DEFAULTS as PYTHON_STACK_DEFAULTS
+from radeonlab.roles.rocm import repos
 from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
 from radeonlab.roles.verify import table
 from radeonlab.roles.verify.defaults import DEFAULTS
@@ -23,6 +24,8 @@ def verify_host(gpus: Sequence[Gpu], cpu_only: bool = False, recheck: bool | Non
     depends on changed; default: the `verify_recheck` data)."""
     paths = stack_paths()
     rocm_version = str(host.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"]))
+    rocm = {key: host.data.get(key, default) for key, default in ROCM_DEFAULTS.items()}
+    build = torch_build(host.data.get, ROCM_DEFAULTS, PYTHON_STACK_DEFAULTS)
     op = host_record(
         name="Write the host record",
         path=host.data.get("verify_record_path"),
@@ -34,11 +37,12 @@ def verify_host(gpus: Sequence[Gpu], cpu_only: bool = False, recheck: bool | Non
         cpu_only=cpu_only,
         rocm_stream=str(host.data.get("rocm_stream", ROCM_DEFAULTS["rocm_stream"])),
         rocm_version=rocm_version,
-        rocm_version_file=str(host.data.get("rocm_version_file", ROCM_DEFAULTS["rocm_version_file"])),
+        rocm_version_file=repos.version_file(rocm),
         llamafactory_version=str(
             host.data.get("llamafactory_version", PYTHON_STACK_DEFAULTS["llamafactory_version"])
         ),
-        gpus=[for_rocm(g, rocm_version) for g in gpus],
+        gpus=[for_torch(g, build) for g in gpus],
+        torch_source=build.source,
         check_path=host.data.get("verify_check_state_path"),
         # The devices the check's GPU access depends on: the ones the access role grants.
         devices=list(host.data.get("access_devices", ACCESS_DEFAULTS["access_devices"])),

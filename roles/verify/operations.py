@@ -45,6 +45,7 @@ def host_record(
     matmul_size: int = 1024,
     recheck: bool = False,
     allow_cpu_torch: bool = False,
+    torch_source: str = "",
 ):
     """Write the host record at `path` (root:root 0644) from what the host reports, and save the stack check
     with the digest of its inputs at `check_path` (root:root 0644).
@@ -80,6 +81,7 @@ def host_record(
             allow_cpu=allow_cpu_torch,
             problem=problem,
             systemd=systemd,
+            torch_source=torch_source,
         )
 
     saved = None if recheck else rec.reusable_report(check_state["saved"], inputs)

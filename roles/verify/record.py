@@ -32,6 +32,9 @@ def gpu_entry(gpu: Gpu) -> dict[str, Any]:
             family=gpu.family,
             vram_total=gpu.vram_total,
             vram_used=gpu.vram_used,
+            gtt_total=gpu.gtt_total,
+            # What estimates and placement use: VRAM, or carve-out + GTT on an APU (roles/gpu/cards.py).
+            usable_memory=gpu.usable_memory if gpu.usable_memory is not None else gpu.vram_total,
             bf16=gpu.bf16,
             override=gpu.override,
             igpu=gpu.igpu,
@@ -87,6 +90,7 @@ def build_record(
     allow_cpu: bool = False,
     problem: str | None = None,
     systemd: bool = False,
+    torch_source: str = "",
 ) -> dict[str, Any]:
     """The host record (contract HostRecord) as JSON-ready data; `problem` set means: not usable, and why."""
     report = report or {}
@@ -106,6 +110,7 @@ def build_record(
             "cuda_available": bool(report.get("cuda_available")),
             "cpu_build": bool(report.get("cpu_build")),
             "cpu_allowed": allow_cpu,
+            "source": torch_source,  # "amd" (AMD's multi-arch wheels) | "pytorch" (download.pytorch.org)
         },
         llamafactory_version=(report.get("versions") or {}).get("llamafactory") or llamafactory_version,
         gpus=[GpuRecord(**gpu_entry(g)) for g in gpus],
@@ -188,3 +193,10 @@ def table_row(
         str(record["torch"].get("hip") or "-"),
         check,
     ]
+
+
+def usable_memory(gpu_entry: Mapping[str, Any]) -> int | None:
+    """What a host record's GPU can hold for training: `usable_memory` (VRAM, or an APU's carve-out + GTT),
+    else `vram_total` (records written before the field existed). For the estimate and placement."""
+    value = gpu_entry.get("usable_memory")
+    return int(value) if value is not None else gpu_entry.get("vram_total")

@@ -14,8 +14,12 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.server import LinuxDistribution
 from pyinfra.operations import apt, files, pip, server, systemd
+from radeonlab.roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
+from radeonlab.roles.gpu.facts import RadeonGpus
+from radeonlab.roles.gpu_env.plan import as_gpus, torch_build, training_targets
 from radeonlab.roles.python_stack import plan as stack_plan
 from radeonlab.roles.python_stack import settings as stack_settings
+from radeonlab.roles.python_stack.defaults import DEFAULTS as STACK_DEFAULTS
 from radeonlab.roles.python_stack.facts import PythonVersion
 from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
 from radeonlab.roles.wheel_cache import plan
@@ -49,7 +53,11 @@ def setup_wheel_cache() -> dict[str, Any]:
 def _serve_cache(data: dict[str, Any]) -> None:
     stack = stack_settings()
     rocm_version = str(host.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"]))
-    upstream = plan.Upstream.from_stack(stack, rocm_version)
+    try:
+        upstream = plan.Upstream.from_stack(stack, rocm_version, _lab_targets())
+        upstream.torch(stack)  # what the source cannot serve is refused here, in one line
+    except ValueError as e:
+        raise DeployError(f"{host.name}: {e}") from None
     python3 = host.get_fact(PythonVersion, python="python3")
     try:
         choice = stack_plan.choose_python(host.get_fact(LinuxDistribution)["name"], python3, stack)
@@ -96,6 +104,30 @@ def _serve_cache(data: dict[str, Any]) -> None:
         _serve_detached(data, cache_dir, port, bind, probe_url)
     else:
         host.noop(f"wheel cache already answers at {probe_url}")
+
+
+def _lab_targets() -> list[str]:
+    """The GPU targets every host of this run trains on (its own facts, read over its connection): the
+    cache downloads one device package of AMD's wheels for each, once for the lab. Hosts left out by
+    --limit are not asked; a target only they have is then fetched by the next run that includes them."""
+    targets: set[str] = set()
+    for other in inventory.iter_activated_hosts():
+        if other.data.get("gpu_cpu_only", False):
+            continue
+        gpus = as_gpus(
+            other.get_fact(
+                RadeonGpus,
+                sysfs_root=other.data.get("gpu_sysfs_root", GPU_DEFAULTS["gpu_sysfs_root"]),
+                rocm_version=str(other.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"])),
+            )
+        )
+        build = torch_build(other.data.get, ROCM_DEFAULTS, STACK_DEFAULTS)
+        minimum = int(other.data.get("gpu_min_vram_bytes", GPU_DEFAULTS["gpu_min_vram_bytes"]))
+        unified = int(
+            other.data.get("gpu_min_unified_memory_bytes", GPU_DEFAULTS["gpu_min_unified_memory_bytes"])
+        )
+        targets.update(training_targets(gpus, build, minimum, unified))
+    return sorted(targets)
 
 
 def _serve_with_systemd(data: dict[str, Any], cache_dir: str, port: int, bind: str) -> None:

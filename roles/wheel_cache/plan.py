@@ -46,14 +46,21 @@ class Upstream:
     torch_index_url: str
     torch_find_links: tuple[str, ...]
     index_url: str
+    rocm_version: str = ""
+    targets: tuple[str, ...] = ()  # the lab's GPU targets: AMD's device extras for every one of them
 
     @classmethod
-    def from_stack(cls, stack: Mapping[str, Any], rocm_version: str) -> Upstream:
+    def from_stack(cls, stack: Mapping[str, Any], rocm_version: str, targets: Sequence[str] = ()) -> Upstream:
         return cls(
             stack_plan.torch_index_url(stack, rocm_version),
             tuple(str(link) for link in stack["pytorch_find_links"]),
             str(stack["python_stack_index_url"]),
+            rocm_version,
+            tuple(sorted({t for t in targets if t})),
         )
+
+    def torch(self, stack: Mapping[str, Any]) -> stack_plan.TorchRequest:
+        return stack_plan.torch_request(stack, self.rocm_version, self.targets)
 
 
 def python_version(
@@ -74,13 +81,16 @@ def inputs_digest(stack: Mapping[str, Any], upstream: Upstream, pyver: str) -> s
         "requirements": list(stack["python_stack_requirements"]),
         "llamafactory": stack["llamafactory_version"],
         "upstream": [upstream.torch_index_url, list(upstream.torch_find_links), upstream.index_url],
+        "targets": list(upstream.targets),
+        "source": stack.get("pytorch_source", "amd"),
         "python": pyver,
     }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def download_commands(stack: Mapping[str, Any], upstream: Upstream, cache_dir: str, pyver: str) -> list[str]:
-    """The pip downloads, in the order python_stack installs: torch (+ extras) from the torch index, the
+    """The pip downloads, in the order python_stack installs: torch (+ extras; with AMD's wheels one device
+    extra per target of the lab, so each device package is fetched once per lab) from the torch index, the
     requirements from the Python index, llamafactory without dependencies.
 
     The requirements are resolved with the downloaded folder as --find-links and torch pinned: accelerate,
@@ -89,21 +99,15 @@ def download_commands(stack: Mapping[str, Any], upstream: Upstream, cache_dir: s
     """
     files = f"{cache_dir}/{FILES}"
     pip = [
-        f"{cache_dir}/{TOOL_VENV}/bin/pip",
-        "download",
-        "--disable-pip-version-check",
-        "--no-cache-dir",
-        "--only-binary=:all:",
-        "--python-version",
-        pyver,
-        "--dest",
-        files,
-    ]
-    torch_pin = f"torch=={stack['pytorch_version']}"
+        f"{cache_dir}/{TOOL_VENV}/bin/pip", "download", "--disable-pip-version-check", "--no-cache-dir",
+        "--only-binary=:all:", "--python-version", pyver, "--dest", files,
+    ]  # fmt: skip
+    request = upstream.torch(stack)
+    torch_pin = "torch" + request.requirements[0].split("]", 1)[-1].removeprefix("torch")  # no extras
     torch = [*pip, "--index-url", upstream.torch_index_url]
     for link in upstream.torch_find_links:
         torch += ["--find-links", link]
-    torch += [torch_pin, *stack["pytorch_extra_packages"]]
+    torch += request.requirements  # AMD's device extras: their rocm-sdk-device-* packages come along
     requirements = [*pip, "--index-url", upstream.index_url, "--find-links", files, torch_pin]
     requirements += list(stack["python_stack_requirements"])
     llamafactory = [*pip, "--no-deps", "--index-url", upstream.index_url]

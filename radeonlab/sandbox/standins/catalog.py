@@ -217,23 +217,59 @@ def amdgpu_standins(dist_suffix: str) -> list[Standin]:
     ]
 
 
-def coresdk_standins(sdk_version: str, dist_suffix: str) -> list[Standin]:
-    """repo.amd.com/rocm/packages/<distro>: per-GPU-family metas over one runtime under /opt/rocm/core-<ver>.
+# The Core SDK's /opt/rocm view: AMD's amdrocm meta package "configures update-alternatives and provides
+# backward-compatible symlinks for /opt/rocm/bin, /opt/rocm/lib" (roles/rocm/releases.py [S3]). The stand-in
+# does the same for bin, lib and .info (the names and priorities of AMD's alternatives were not read).
+CORESDK_POSTINST = """#!/bin/sh
+# SIMULATED Core SDK view (radeonlab sandbox): /opt/rocm/{{bin,lib,.info}} -> {prefix}.
+set -e
+if [ "$1" = configure ] && command -v update-alternatives >/dev/null; then
+    mkdir -p /opt/rocm
+    update-alternatives --install /opt/rocm/bin rocm-core-bin {prefix}/bin {score} \\
+        --slave /opt/rocm/lib rocm-core-lib {prefix}/lib \\
+        --slave /opt/rocm/.info rocm-core-info {prefix}/.info
+fi
+exit 0
+"""
+CORESDK_PRERM = """#!/bin/sh
+# SIMULATED Core SDK view (radeonlab sandbox).
+set -e
+if [ "$1" = remove ] || [ "$1" = upgrade ]; then
+    update-alternatives --remove rocm-core-bin {prefix}/bin 2>/dev/null || true
+fi
+exit 0
+"""
 
-    Only the amdrocm<ver>-<family> meta names are AMD's; the runtime packages they depend on carry a
-    "amdrocm<ver>-simulated-" prefix because their real names were not checked.
+
+def coresdk_standins(sdk_version: str, families: tuple[str, ...], targets: tuple[str, ...]) -> list[Standin]:
+    """repo.amd.com/rocm/packages[-multi-arch]/<distro>: one runtime under /opt/rocm/core-<ver> with the
+    metas of both layouts over it: amdrocm<ver>-<family>, amdrocm<ver>-<gfx> and the all-targets amdrocm<ver>.
+
+    Only the meta names are AMD's (roles/rocm/releases.py); the runtime packages they depend on carry a
+    "amdrocm<ver>-simulated-" prefix because their real names were not checked. No distribution suffix: the
+    same files are served for every distro directory.
     """
-    tail = f"{rocm_libpatch(sdk_version)}-{config.STANDIN_BUILD}{dist_suffix}"
+    tail = f"{rocm_libpatch(sdk_version)}-{config.STANDIN_BUILD}"
     name_prefix = f"amdrocm{sdk_version}-simulated-"
-    runtime = runtime_standins(sdk_version, f"/opt/rocm/core-{sdk_version}", name_prefix, tail)
+    prefix = f"/opt/rocm/core-{sdk_version}"
+    runtime = runtime_standins(sdk_version, prefix, name_prefix, tail)
+    major, minor = (int(x) for x in sdk_version.split(".")[:2])
+    core = runtime[0]
+    score = major * 100 + minor
+    core.scripts.update(
+        postinst=CORESDK_POSTINST.format(prefix=prefix, score=score),
+        prerm=CORESDK_PRERM.format(prefix=prefix),
+    )
+    lib_marker = f"{prefix}/lib/radeonlab-simulated-lib.txt"  # so /opt/rocm/lib is a real folder
+    core.files[lib_marker] = (f"{SIMULATED_NOTE}\nNo libraries: ROCm {sdk_version}'s lib/.\n".encode(), 0o644)
+    depends = tuple(p.name for p in runtime)
     metas = [
-        Standin(
-            f"amdrocm{sdk_version}-{family}",
-            runtime[0].version,
-            f"ROCm Core SDK for {family} GPUs",
-            depends=tuple(p.name for p in runtime),
-            section="metapackages",
-        )
-        for family in config.CORESDK_GFX_FAMILIES
-    ]
-    return [*runtime, *metas]
+        Standin(f"amdrocm{sdk_version}-{what}", core.version, f"ROCm Core SDK for {what}", depends=depends,
+                section="metapackages")
+        for what in sorted({*families, *targets})
+    ]  # fmt: skip
+    everything = Standin(
+        f"amdrocm{sdk_version}", core.version, "ROCm Core SDK, every GPU target", depends=depends,
+        section="metapackages",
+    )  # fmt: skip
+    return [*runtime, *metas, everything]

@@ -1,0 +1,109 @@
+"""What AMD publishes, as data: ROCm releases, Core SDK apt layouts, distributions, package names.
+
+Each fact names where it was read. Public snapshots were read 2026-12 (the `search`/`fetch` tools); a date
+marked "rocm-facts.md" was taken from the project's field notes and not found again in a public source.
+
+Sources quoted below:
+- [S1] ROCm/rocm-docs docs/install/include/200-install.rst @0c31064a (AMD's install selector for ROCm
+  10.0.0): per-target meta packages `amdrocm10.0-<gfx>` and the all-targets `amdrocm10.0`; Ubuntu 26.04 /
+  24.04.4 / 22.04.5 and Debian 12 / 13; key dearmored into /etc/apt/keyrings/amdrocm.gpg; it registers
+  `https://stable.repo.amd.com/rocm/core/packages/<distro>/ stable main` as a deb822 file.
+- [S2] hanzoai/ROCm (a fork of ROCm/ROCm) docs/install/include/200-install.rst @354e0c70 (the selector of
+  the 7.13 Core SDK): "all GPUs" -> `deb [arch=amd64 signed-by=/etc/apt/keyrings/amdrocm.gpg]
+  https://repo.amd.com/rocm/packages-multi-arch/<distro> stable main`, "Radeon / Instinct / Ryzen" (per
+  family) -> `https://repo.amd.com/rocm/packages/<distro> stable main`; key
+  `https://repo.amd.com/rocm/packages/gpg/rocm.gpg`; list file /etc/apt/sources.list.d/rocm.list;
+  distros ubuntu2604, ubuntu2404, ubuntu2204, debian13, debian12.
+- [S3] ROCm/rocm-docs docs/about/transition-guide-TheRock (docs 10.0): "The transition from the legacy ROCm
+  release stream began with ROCm Core SDK 7.14.0, the first production release. ROCm 10.0.0 is the latest
+  production release"; install directory /opt/rocm/core-10.0; the amdrocm meta package "configures
+  update-alternatives and provides backward-compatible symlinks for /opt/rocm/bin, /opt/rocm/lib".
+- [S4] ROCm/rocm-docs docs/about/release-notes.md @15846f3d (develop): ROCm 10.1.0 notes (Ubuntu 26.04.1,
+  24.04.5, PyTorch 2.14.0). The install selector [S1] still installs 10.0.0: 10.1's publication is not
+  confirmed, so it is not the default.
+- [S5] the same selector's note "If you have ROCm 7.2.4 or older installed, please uninstall it before
+  proceeding" [S1]: the two streams do not share a host; switching streams removes the other one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# The legacy stream (repo.radeon.com) ended with 7.2.4 (2026-05-29, rocm-facts.md; [S1] names "ROCm 7.2.4 or
+# older" as what to uninstall before the Core SDK).
+LEGACY_LAST = "7.2.4"
+LEGACY_FIRST_SUPPORTED = "6.0"  # the oldest release the role's layout (keyrings, signed-by) was written for
+
+
+@dataclass(frozen=True)
+class CoreSdkRelease:
+    """One ROCm Core SDK release: the `<ver>` of its package names and whether AMD calls it production."""
+
+    series: str  # "10.0": amdrocm10.0-gfx1100, /opt/rocm/core-10.0
+    version: str  # "10.0.0"
+    status: str  # "production" | "preview" | "announced"
+    date: str  # release date, where known
+    source: str
+
+
+CORE_SDK_RELEASES: dict[str, CoreSdkRelease] = {
+    r.series: r
+    for r in (
+        CoreSdkRelease("7.12", "7.12.0", "preview", "", "docs 7.12.0-preview (TheRock RELEASES.md comment)"),
+        CoreSdkRelease("7.13", "7.13.0", "preview", "", "[S2] (7.13.0 selector); docs 7.13.0-preview"),
+        CoreSdkRelease("7.14", "7.14.0", "production", "2026-07-16 (rocm-facts.md)", "[S3]"),
+        CoreSdkRelease("10.0", "10.0.0", "production", "2026-08-26 (rocm-facts.md)", "[S1], [S3]"),
+        CoreSdkRelease("10.1", "10.1.0", "announced", "unconfirmed", "[S4]"),
+    )
+}
+# The newest production release AMD lists for Radeon [S1]/[S3]: the role's default.
+NEWEST_PRODUCTION = "10.0"
+
+# Distribution codename -> AMD's Core SDK distro directory ([S1], [S2]). Debian has its own directories.
+CORE_SDK_DISTROS: dict[str, str] = {
+    "jammy": "ubuntu2204",
+    "noble": "ubuntu2404",
+    "resolute": "ubuntu2604",  # Ubuntu 26.04: amdgpu-install/31.50/ubuntu/resolute in [S1]
+    "bookworm": "debian12",
+    "trixie": "debian13",
+}
+# Distribution codename -> the legacy stream's Ubuntu suite. AMD never published 7.2.x for Ubuntu 26.04
+# (the legacy stream ended before it); Debian borrows the Ubuntu suites (roles/rocm/defaults.py).
+LEGACY_SUITES: dict[str, str] = {"jammy": "jammy", "noble": "noble", "bookworm": "jammy", "trixie": "noble"}
+
+# Exact gfx targets with a per-target meta package `amdrocm<ver>-<gfx>` in the multi-arch layout: the
+# selector's list for 10.0 [S1]. 7.14's list was not found whole; it is taken to be the same (an example
+# seen for 7.14: amdrocm-core-sdk7.14-gfx1151 [S2-era Dockerfiles]).
+MULTI_ARCH_TARGETS: tuple[str, ...] = (
+    "gfx908", "gfx90a", "gfx942", "gfx950",
+    "gfx1030", "gfx1100", "gfx1101", "gfx1102", "gfx1103",
+    "gfx1150", "gfx1151", "gfx1152", "gfx1153", "gfx1200", "gfx1201",
+)  # fmt: skip
+
+# Per-family layout: meta package families `amdrocm<ver>-<family>` (rocm-facts.md, the 7.13 install docs).
+FAMILY_PACKAGES: dict[str, tuple[str, ...]] = {
+    "gfx103x": ("gfx1030", "gfx1031", "gfx1032", "gfx1034", "gfx1035", "gfx1036"),
+    "gfx110x": ("gfx1100", "gfx1101", "gfx1102", "gfx1103"),
+    "gfx120x": ("gfx1200", "gfx1201"),
+    "gfx1150": ("gfx1150",),
+    "gfx1151": ("gfx1151",),
+    "gfx1152": ("gfx1152",),
+}
+
+LAYOUTS = ("multi-arch", "family")
+
+
+def series(version: str) -> str:
+    """ "10.0.0" -> "10.0", "7.2.4" -> "7.2"."""
+    return ".".join(str(version).strip().split(".")[:2])
+
+
+def core_sdk_release(version: str) -> CoreSdkRelease | None:
+    """The Core SDK release a rocm_version names ("10.0", "10.0.0"), or None when AMD published none."""
+    release = CORE_SDK_RELEASES.get(series(version))
+    if release is None:
+        return None
+    parts = str(version).strip().split(".")
+    if len(parts) > 2 and ".".join(parts) != release.version:
+        return None  # a patch release nobody published (10.0.7)
+    return release

@@ -1,0 +1,39 @@
+"""The GPU reset remedy (ROCm/TheRock#7699): recognised from the public issue's error text, retried once with
+TORCH_BLAS_PREFER_HIPBLASLT=0, returned as an environment change the supervisor can tell from config keys."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from radeonlab.jobs.host import remedies
+from radeonlab.jobs.host.health import Kind, diagnose
+
+from radeonlab.contract.records import Attempt as AttemptRecord
+
+FIXTURE = Path(__file__).parent / "fixtures" / "errors"
+LOG = (FIXTURE / "therock7699_r9700_rocm10.0_memory-access-fault_gpu-coredump_EXCERPT.txt").read_text()
+LISTING = ["checkpoint-10", "checkpoint-10/trainer_state.json", "checkpoint-20"]
+
+
+def test_the_reset_is_recognised_and_retryable() -> None:
+    d = diagnose(log_text="step 1\n" + LOG, exit_code=134)
+    assert d is not None and d.kind is Kind.GPU_RESET and d.retryable
+    assert d.evidence.startswith("Memory access fault by GPU node-1") and "TheRock#7699" in d.advice
+
+
+def test_retry_once_with_hipblaslt_off_from_the_newest_checkpoint() -> None:
+    d = diagnose(log_text=LOG, exit_code=134)
+    first = remedies.next_attempt({"learning_rate": 1e-4}, d, [], {}, checkpoint_listing=LISTING)
+    assert isinstance(first, remedies.Attempt)
+    assert first.changes == {"env:TORCH_BLAS_PREFER_HIPBLASLT": (None, "0")}
+    assert remedies.env_changes(first.overrides) == {"TORCH_BLAS_PREFER_HIPBLASLT": "0"}
+    assert first.resume_from_checkpoint == "checkpoint-10" and first.note.startswith("remedy gpu_reset/")
+    history = [AttemptRecord(n=1, created_at="t0"), first.record(2, "t1")]
+    again = remedies.next_attempt({"learning_rate": 1e-4}, d, history, {}, checkpoint_listing=LISTING)
+    assert isinstance(again, remedies.GiveUp) and "gpu_reset ladder has been applied" in again.reason
+
+
+def test_config_keys_are_not_env_changes() -> None:
+    assert remedies.env_changes({"cutoff_len": 1024, "env:HIP_VISIBLE_DEVICES": 0}) == {
+        "HIP_VISIBLE_DEVICES": "0"
+    }
