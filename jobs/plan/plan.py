@@ -359,6 +359,7 @@ def plan_job(
     uploads = uploads_of(spec, model, info)
     clock.lap("hashing")
     plain, secret = secrets.job_env(spec.radeonlab.env, spec.radeonlab.forward_env, env_in)
+    secret.update(secrets.notify_secret(spec.radeonlab.notify, chosen[0].data))  # rank 0 notifies
     token = hub.laptop_token(env_in)
     if model.hub and token.value and "HF_TOKEN" not in secret:  # the client's login file: same channel
         secret["HF_TOKEN"] = token.value
