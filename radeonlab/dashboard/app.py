@@ -113,9 +113,13 @@ def create_app(lab: Lab, *, allow_cancel: bool = False, token: str | None = None
             return JSONResponse({"error": one_line(exc)}, status_code=409)
         return JSONResponse({"state": state.state.value, "reason": state.reason}, headers=headers)
 
+    async def favicon(request: Request) -> Response:
+        return Response(status_code=204)  # none: a browser asks anyway
+
     return Starlette(
         routes=[
             Route("/", index),
+            Route("/favicon.ico", favicon),
             Route("/static/{name}", static),
             Route("/api/lab", api_lab),
             Route("/api/jobs/{job_id}", api_job),
