@@ -189,3 +189,32 @@ def test_read_only_by_default() -> None:
     page = webapp.page(False, "secret-token")
     assert '"allowCancel": false' in page and "secret-token" not in page
     assert "</script><" not in webapp.page(True, "</script><b>").split('type="application/json">')[1][:40]
+
+
+def test_a_host_that_cannot_be_reached_is_shown_so_and_asked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    from radeonlab.jobs.fleet.inventory import HostTarget
+
+    from radeonlab.dashboard import hub
+
+    monkeypatch.setitem(hub.HUB, "reconnect_s", 0.2)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])  # closed again once the block ends: connection refused
+    target = HostTarget("ws9", "127.0.0.1", port)
+    lab = hub.Lab("inv.py", {"ws9": target}, [target])
+    assert lab.snapshot()["hosts"][0]["error"] == "not asked yet"
+    lab.start()
+    try:
+        until = time.monotonic() + 10
+        while "cannot reach ws9" not in str(lab.snapshot()["hosts"][0]["error"]):
+            assert time.monotonic() < until, lab.snapshot()
+            time.sleep(0.05)
+        first = lab.version
+        until = time.monotonic() + 10
+        while lab.version == first:  # asked again (every reconnect_s), not given up on
+            assert time.monotonic() < until
+            time.sleep(0.05)
+    finally:
+        lab.stop()
+    row = lab.snapshot()["hosts"][0]
+    assert row["host"] == "ws9" and row["reachable"] is False and lab.snapshot()["jobs"] == []
