@@ -19,8 +19,8 @@ from radeonlab.dashboard import DASHBOARD
 def command(port: int, bind: str, allow_cancel: bool, inventory: str | None, limit: str | None) -> None:
     """Serve one page for the lab: every host (reachable, GPUs, VRAM, temperature, busy %, running and queued
     jobs), every job (state, host, age, last loss) and, per job, a live chart of loss, learning rate and
-    tokens/s (saved as PNG or SVG), its GPU readings, remedy attempts and log tail. It updates itself (server-
-    sent events) over one SSH connection per host, shared by every browser tab. Read-only unless
+    tokens/s (saved as PNG or SVG), its GPU readings, remedy attempts and log tail. It updates itself
+    (server-sent events) over one SSH connection per host, shared by every browser tab. Read-only unless
     --allow-cancel. Ctrl-C stops it; the jobs keep running."""
     from radeonlab.dashboard import serve
     from radeonlab.jobs.fleet.inventory import load_inventory, select_hosts
