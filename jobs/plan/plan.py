@@ -374,9 +374,9 @@ def plan_job(
         [],
         problems,
         sorted(secret),
-        allow_shared,
-        lines,
-        secret,
+        allow_shared=allow_shared,
+        placement=lines,
+        _secrets=secret,  # by name: a positional secret landed in `timings` and no secret reached a host
     )
     with contextlib.ExitStack() as opened:  # on any refusal below, every connection opened so far closes
         remotes = [opened.enter_context(connect(t)) for t in chosen]
