@@ -8,8 +8,9 @@ cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "bootstrap: run as root (the sandbox needs mount, unshare and chroot)" >&2; exit 1; }
 
 # debootstrap builds the sandbox hosts; gnupg signs the simulated AMD apt repository; apt-utils has
-# apt-ftparchive; openssh-client talks to the hosts; sqlite3 is handy to read the job store.
-apt_packages=(debootstrap gnupg apt-utils openssh-client iproute2 util-linux sqlite3 curl)
+# apt-ftparchive; openssh-client talks to the hosts; sqlite3 is handy to read the job store; chromium is the
+# browser the dashboard's test drives headless (through the playwright package, never its own browser download).
+apt_packages=(debootstrap gnupg apt-utils openssh-client iproute2 util-linux sqlite3 curl chromium)
 missing=()
 for p in "${apt_packages[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -11,12 +11,19 @@ A job's secrets:
 - from the laptop's environment, when set: FORWARDED_BY_DEFAULT (HF_TOKEN) and every name in the spec's
   `radeonlab.forward_env` list (forwarded the same way whatever the name looks like).
 A value written in the spec wins over the laptop's environment (the spec is the more specific wish).
+
+Notification URLs (Apprise URLs carry tokens) are a secret too: RADEONLAB_NOTIFY_URLS, a JSON list, from the
+spec's `radeonlab.notify` or else the host's inventory data `radeonlab_notify` (`notify_secret`).
 """
 
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Mapping
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from radeonlab.jobs.host.notifier import ENV as NOTIFY_ENV
 
 # Upper-cased names matching any of these are secrets (fnmatch patterns; data, not code).
 SECRET_NAME_PATTERNS: tuple[str, ...] = (
@@ -30,6 +37,7 @@ SECRET_NAME_PATTERNS: tuple[str, ...] = (
     "HUGGING_FACE_HUB_TOKEN",
     "WANDB_API_KEY",
 )
+NOTIFY_HOST_KEY = "radeonlab_notify"  # inventory host data: the default notification URLs of jobs there
 # Forwarded from the laptop's environment to every job when set (the hub's gated models need it).
 FORWARDED_BY_DEFAULT: tuple[str, ...] = ("HF_TOKEN",)
 
@@ -66,3 +74,18 @@ def job_env(
         if name in plain:
             secret[name] = plain.pop(name)
     return plain, {**forwarded, **secret}
+
+
+def notify_urls(spec_urls: Sequence[str] | None, host_data: Mapping[str, Any]) -> list[str]:
+    """The URLs a job notifies: the spec's `radeonlab.notify` when it has one (an empty list: none), else
+    the rank-0 host's `radeonlab_notify` (a list, or one URL)."""
+    if spec_urls is not None:
+        return [str(u) for u in spec_urls]
+    default = host_data.get(NOTIFY_HOST_KEY) or []
+    return [default] if isinstance(default, str) else [str(u) for u in default]
+
+
+def notify_secret(spec_urls: Sequence[str] | None, host_data: Mapping[str, Any]) -> dict[str, str]:
+    """{RADEONLAB_NOTIFY_URLS: JSON list} for env.secret, or {} when the job notifies nobody."""
+    urls = notify_urls(spec_urls, host_data)
+    return {NOTIFY_ENV: json.dumps(urls)} if urls else {}

@@ -31,7 +31,7 @@ from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
-from radeonlab.jobs.host import health, metrics, remedies
+from radeonlab.jobs.host import health, metrics, notifier, remedies
 from radeonlab.jobs.host.process import NO_ADAPTER, StateFile, has_adapter, now, start_training, stop_group
 
 from radeonlab.contract.jobdir import FILES, read_json, start_time, write_json_atomic
@@ -121,6 +121,7 @@ class Supervisor:
         self.output = self.path(OUTPUT)
         self.child: subprocess.Popen | None = None
         self.signalled: int | None = None
+        self.notifier = notifier.Notifier.for_job(job_dir, self.job, self.env, argv[0])  # takes the URLs
 
     def path(self, *names: str) -> str:
         return os.path.join(self.dir, *names)
@@ -138,6 +139,7 @@ class Supervisor:
         for fd in self.lock_fds:  # the training is over: a reader of the end state finds its GPU free
             os.close(fd)
         self.lock_fds = []
+        self.notifier.finished(end, reason, attempt.n if attempt else None)  # queued, then the pipe closes
         return self.states.finish(end, reason, exit_code, attempt=attempt.n if attempt else None, **ids)
 
     def spec_remedies(self) -> dict[str, Any]:
@@ -177,6 +179,7 @@ class Supervisor:
             self.job.attempts.append(Attempt(n=1, created_at=now()))
         if len(self.job.attempts) > 1:
             self.write_config()
+        self.notify("started", attempt=self.job.attempts[-1].n, resumed=resume or None)
         problem = self.pull_model()
         if problem:
             return self.finish(EndReason.MODEL_DOWNLOAD, problem)
@@ -248,6 +251,10 @@ class Supervisor:
         self.env["HF_HUB_OFFLINE"] = "1"  # the cache has the whole revision now
         return None
 
+    def notify(self, event: str, **fields: object) -> None:
+        """Tell the job's notification URLs (jobs/host/notifier.py); never waits, never fails the job."""
+        self.notifier.send(event, **fields)
+
     def cancelled(self) -> bool:
         return os.path.exists(self.path(FILES["cancel_marker"]))
 
@@ -288,6 +295,7 @@ class Supervisor:
             if attempt.first_step is None and reader.points:  # recorded at once: a lost launcher keeps it
                 attempt.first_step = min(p.step for p in reader.points)
                 self.save_job()
+                self.notify("first_step", step=attempt.first_step, loss=reader.points[0].loss)
             text, text_at = _read_from(train_log, text_at)
             lines = (carry + text.decode(errors="replace")).rsplit("\n", 1)
             complete, carry = (lines[0], lines[1]) if len(lines) == 2 else ("", lines[0])
@@ -363,6 +371,7 @@ class Supervisor:
         self.job.attempts.append(new)
         self.save_job()
         self.write_config()
+        self.notify("remedy", attempt=n, cause=new.cause, changes=new.line())
 
     def prepare_output(self, resume: str | None, discard: list, n: int) -> None:
         """Fresh start: move output/ aside (output.attempt-K). Resume from checkpoint-N: delete the

@@ -359,6 +359,7 @@ def plan_job(
     uploads = uploads_of(spec, model, info)
     clock.lap("hashing")
     plain, secret = secrets.job_env(spec.radeonlab.env, spec.radeonlab.forward_env, env_in)
+    secret.update(secrets.notify_secret(spec.radeonlab.notify, chosen[0].data))  # rank 0 notifies
     token = hub.laptop_token(env_in)
     if model.hub and token.value and "HF_TOKEN" not in secret:  # the client's login file: same channel
         secret["HF_TOKEN"] = token.value
@@ -373,7 +374,7 @@ def plan_job(
         [],
         problems,
         sorted(secret),
-        allow_shared,
+        allow_shared=allow_shared,
         placement=lines,
         _secrets=secret,  # by name: a field added before it (timings) must not swallow the secrets
     )

@@ -72,6 +72,9 @@ class RadeonlabBlock:
         default_factory=list
     )  # laptop variables sent as secrets (jobs/apply/secrets.py)
     limits: dict[str, float] = field(default_factory=dict)  # LIMIT_NAMES -> positive number
+    # Apprise URLs the workstation notifies (jobs/host/notify.py); None: the inventory's radeonlab_notify.
+    # Secrets (tokens inside): they travel only in env.secret, and no message here quotes one.
+    notify: list[str] | None = None
 
 
 # ------------------------------------------------------------------------------------------ radeonlab block
@@ -86,8 +89,10 @@ _BLOCK_FIELDS = (
     "env",
     "forward_env",
     "limits",
+    "notify",
 )
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+APPRISE_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://\S+$")  # json://host/path, ntfys://topic, mailtos://...
 _PLACEMENT_FIELDS = ("host_group", "gfx_family", "min_vram_gb")
 _DATASET_FIELDS = ("file", "name", "formatting", "ranking", "columns", "tags")
 
@@ -213,6 +218,15 @@ def parse_block(raw: Any, lines: dict[str, int], problems: list[tuple[int, str]]
                 bad(where, f"limit {name} must be a positive number")
             else:
                 block.limits[name] = float(value)
+
+    if "notify" in raw:
+        block.notify = []
+        urls = raw.get("notify")
+        for i, url in enumerate(_as_list([urls] if isinstance(urls, str) else urls, "radeonlab.notify", bad)):
+            if isinstance(url, str) and APPRISE_URL.match(url.strip()):
+                block.notify.append(url.strip())
+            else:  # the message never quotes the value: it may hold a token
+                bad(f"radeonlab.notify.{i}", f"notify item {i + 1} is not an Apprise URL (scheme://...)")
     return block
 
 

@@ -23,6 +23,9 @@
                                          # (HIP reserves large address ranges at start-up). A runaway job
                                          # fails with an allocation error (and the OOM remedy) instead of
                                          # driving the host into swap or the kernel OOM killer
+      notify: ["ntfys://{{ env.NTFY_TOPIC }}"]   # Apprise URLs the workstation tells when the job starts,
+                                         # logs its first step, takes a remedy, ends (jobs/host/notifier.py);
+                                         # secrets: env.secret only. Absent: the inventory's radeonlab_notify
 
 Values may use Jinja2 (`{{ env.USER }}`, `{{ spec_dir }}`), rendered in a sandbox with StrictUndefined before
 the YAML is parsed. YAML is read the way LLaMA-Factory reads it (OmegaConf's loader: `1e-4` is a float, no

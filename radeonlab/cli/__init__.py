@@ -31,6 +31,8 @@ VERBS: dict[str, str] = {
     "gpus": "gpus",
     "sandbox": "sandbox",
     "completion": "completion",
+    "notify-test": "notify_test",
+    "dashboard": "dashboard",
 }
 
 

@@ -197,9 +197,17 @@ def check_lock(path: Path = LOCK_FILE) -> list[Pin]:
     return pins
 
 
-def relock(path: Path = LOCK_FILE) -> int:
+def kept_pins(path: Path = LOCK_FILE) -> list[str]:
+    """`name==version` of what the current lock holds: a relock keeps them unless the new inputs conflict
+    (adding one package must not move every unpinned dependency to PyPI's newest release)."""
+    if not path.exists():
+        return []
+    return [f"{p.name}=={p.version}" for p in read_lock(path)[1]]
+
+
+def relock(path: Path = LOCK_FILE, fresh: bool = False) -> int:
     """Resolve the stack against PyPI for the hosts' interpreter, write the lock, keep the files in the cache.
-    Returns the bytes downloaded."""
+    Keeps the current lock's versions as constraints unless `fresh`. Returns the bytes downloaded."""
     torch = local_torch_wheel()
     reqs = [f"torch=={DEFAULTS['pytorch_version']}", TORCHAUDIO_REQUIREMENT]
     reqs += list(DEFAULTS["python_stack_requirements"])  # type: ignore[call-overload]
@@ -209,7 +217,9 @@ def relock(path: Path = LOCK_FILE) -> int:
         # Only the local CPU torch is offered beside PyPI: its local version label (+cpu) sorts above
         # PyPI's CUDA 2.x.y, so pip takes it and resolves torch's own dependencies from PyPI.
         (links / torch.name).symlink_to(torch)
-        _pip_download(dest, ["--find-links", str(links), *reqs])
+        constraints = Path(tmp, "constraints.txt")
+        constraints.write_text("\n".join([] if fresh else kept_pins(path)) + "\n")
+        _pip_download(dest, ["--find-links", str(links), "-c", str(constraints), *reqs])
         _pip_download(dest, ["--no-deps", f"llamafactory=={DEFAULTS['llamafactory_version']}"])
         pins, downloaded = [], 0
         for f in sorted(dest.iterdir()):
@@ -429,10 +439,11 @@ def install_stack(venv: Path, index_url: str, python: str = "python3.11") -> dic
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--relock", action="store_true", help="resolve against PyPI and rewrite wheels.lock")
+    parser.add_argument("--fresh", action="store_true", help="with --relock: forget the current versions")
     parser.add_argument("--state-dir", type=Path, default=config.STATE_DIR)
     args = parser.parse_args(argv)
     if args.relock:
-        print(f"relocked {LOCK_FILE}: {relock()} bytes downloaded")
+        print(f"relocked {LOCK_FILE}: {relock(fresh=args.fresh)} bytes downloaded")
     info = build_wheel_index(args.state_dir)
     print(
         f"{len(info.files)} projects in {info.root}, {info.served_bytes} bytes served, "

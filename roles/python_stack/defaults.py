@@ -152,6 +152,11 @@ DEFAULTS: dict[str, object] = {
         "numpy==2.4.6",
         "safetensors==0.8.0",
         "matplotlib==3.11.2",
+        # Notifications from the workstation (jobs/host/notify.py, a job's `radeonlab.notify` URLs): the
+        # newest Apprise on PyPI (2026-11, 2.2.0; its API: Apprise().add(url), notify(body, title,
+        # notify_type, timeout) -> AppriseResult, bool() = delivered). Pure Python; it adds requests-oauthlib,
+        # oauthlib, click and markdown beside the pins above without changing any of them.
+        "apprise==2.2.0",
     ],
     # Optional packages a job's config may need (jobs/spec/needs.py says which key needs which), at the
     # versions a host's `python_stack_extras` list installs them (names listed there). Each is the
