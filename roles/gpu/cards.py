@@ -306,6 +306,8 @@ class Gpu:
     override: str | None  # HSA_OVERRIDE_GFX_VERSION for rocm_version, None when not needed or not possible
     supported: bool
     unique_id: int | None  # KFD unique_id; 0 (APUs) becomes None
+    # DRM render node minor (/dev/dri/renderD<minor>): the device file Slurm's gres.conf names
+    render_minor: int | None = None
 
     @property
     def uuid(self) -> str | None:

@@ -165,6 +165,7 @@ def parse_dump(lines: Iterable[str], rocm_version: str = cards.FALLBACK_ROCM_VER
                 override=cards.override_for(gfx, rocm_version),
                 supported=cards.is_supported(gfx, rocm_version),
                 unique_id=_int(node.get("unique_id")) or None,
+                render_minor=card.get("render_minor") or _int(node.get("drm_render_minor")),
             )
         )
     return gpus
