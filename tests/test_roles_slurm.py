@@ -197,6 +197,14 @@ def test_slurm_conf_from_records_and_slurmd_c() -> None:
     assert "ProctrackType=proctrack/cgroup" in lines  # the real-lab default (see README: not verified here)
 
 
+def test_accounting_only_when_a_slurmdbd_host_is_named() -> None:
+    assert "AccountingStorageType=accounting_storage/none" in lab_conf().splitlines()
+    lines = lab_conf(slurm_accounting_host="ctl").splitlines()
+    assert "AccountingStorageType=accounting_storage/slurmdbd" in lines
+    assert "AccountingStorageHost=ctl" in lines and "AccountingStoragePort=6819" in lines
+    assert plan.change_action(lab_conf(), lab_conf(slurm_accounting_host="ctl")) == "restart"
+
+
 def test_node_without_record_is_refused() -> None:
     with pytest.raises(plan.SlurmPlanError, match="no host record"):
         plan.node_spec("ws1", {}, None, SLURMD_C, 6 * GIB)

@@ -52,7 +52,8 @@ RESTART_KEYS = frozenset(
         "nodename", "slurmctldhost", "slurmctldport", "slurmdport", "slurmuser", "authtype", "grestypes",
         "proctracktype", "taskplugin", "selecttype", "selecttypeparameters", "schedulertype",
         "statesavelocation", "slurmdspooldir", "mpidefault", "jobacctgathertype", "clustername",
-        "accountingstoragetype", "slurmctldpidfile", "slurmdpidfile",
+        "accountingstoragetype", "accountingstoragehost", "accountingstorageport", "slurmctldpidfile",
+        "slurmdpidfile", "prioritytype",
     }
 )  # fmt: skip
 
@@ -295,6 +296,8 @@ def slurm_conf(
         slurmd_timeout=int(data["slurm_slurmd_timeout"]),
         jobcomp_log=data["slurm_jobcomp_log"],
         min_job_age=int(data["slurm_min_job_age"]),
+        accounting_host=str(data["slurm_accounting_host"] or ""),
+        accounting_port=int(data["slurm_accounting_port"]),
         extra_config=list(data["slurm_extra_config"] or []),
         nodes=sorted(nodes, key=lambda n: n.name),
         partition=data["slurm_partition"],
