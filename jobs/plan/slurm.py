@@ -16,7 +16,6 @@ Checked against Slurm 22.05.8 (Debian 12) on the SIMULATED lab (tests/test_slurm
 
 from __future__ import annotations
 
-import math
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
@@ -25,13 +24,15 @@ from dataclasses import dataclass, field
 from radeonlab.contract.state import JobState
 from radeonlab.errors import RadeonlabError
 
+MASTER_PORT = 29500  # torchrun's rendezvous port on rank 0 (as radeonlab_master_port)
+# Multi-node jobs add SLURM_JOB_ID % PORT_SPAN to the master port, so two jobs whose rank 0 shares a
+# machine (or, in the SIMULATED lab, one network namespace) do not collide; a span of 1 keeps the port.
+PORT_SPAN = 1000
 SLURM_DEFAULTS: dict[str, object] = {
     "scheduler_key": "radeonlab_scheduler",  # host/group data: "slurm" or "builtin" (the default)
     "controller_group": "slurm_controller",  # = roles/slurm DEFAULTS["slurm_controller_group"]
-    "master_port": 29500,  # torchrun's rendezvous port on rank 0 (as radeonlab_master_port)
-    # Multi-node jobs add SLURM_JOB_ID % port_span to master_port, so two jobs whose rank 0 shares a
-    # machine (or, in the SIMULATED lab, one network namespace) do not collide; 1 keeps master_port.
-    "port_span": 1000,
+    "master_port": MASTER_PORT,
+    "port_span": PORT_SPAN,
 }
 SINFO_FORMAT = "%N|%T|%f|%G|%E"
 SQUEUE_FORMAT = "%i|%j|%T|%r|%N"
@@ -208,8 +209,8 @@ class BatchJob:
     constraint: str = ""
     partition: str = ""
     env: Mapping[str, str] = field(default_factory=dict)
-    master_port: int = int(SLURM_DEFAULTS["master_port"])  # type: ignore[call-overload]
-    port_span: int = int(SLURM_DEFAULTS["port_span"])  # type: ignore[call-overload]
+    master_port: int = MASTER_PORT
+    port_span: int = PORT_SPAN
 
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -379,8 +380,3 @@ def parse_jobcomp_log(text: str) -> list[SlurmJob]:
                 tuple(expand_hostlist(fields.get("NodeList", ""))),
             )
     return list(jobs.values())
-
-
-def gpus_needed(total_gpus: int, nodes: int) -> int:
-    """GPUs per node for a job of `total_gpus` over `nodes` nodes (Slurm's --gres is per node)."""
-    return math.ceil(total_gpus / max(1, nodes))
