@@ -33,7 +33,7 @@ FEATURES = {
     "slurm-6700": ("gpu:gfx1031:1", {"gfx1031", "gfx103x", "gfx10", "rdna2", "vram12g"}),
     "slurm-9070": ("gpu:gfx1201:1", {"gfx1201", "gfx120x", "gfx12", "rdna4", "bf16", "vram16g"}),
 }
-HOLD = f"mkdir -p {OUT}; while [ ! -e {OUT}/release-$SLURM_JOB_ID ]; do sleep 0.2; done"
+HOLD = f"while [ ! -e {OUT}/release-$SLURM_JOB_ID ]; do sleep 0.2; done"
 SHOW_ENV = (
     "echo node=$SLURMD_NODENAME rocr=$ROCR_VISIBLE_DEVICES cuda=${CUDA_VISIBLE_DEVICES-unset} "
     "arch=${PYTORCH_ROCM_ARCH-unset} hsa=${HSA_OVERRIDE_GFX_VERSION-unset}"
@@ -82,12 +82,12 @@ class Lab:
             self.hosts[name].set_data(**kv)
 
 
-def wait_for(what: str, check: Callable[[], object]) -> object:
-    """Poll `check` until it returns something true; fail naming `what` after DEADLINE_S."""
+def wait_for(what: str, check: Callable[[], object], show: Callable[[], object] = lambda: "") -> object:
+    """Poll `check` until it returns something true; fail naming `what` (and `show()`) after DEADLINE_S."""
     end = time.monotonic() + DEADLINE_S
     while not (value := check()):
         if time.monotonic() > end:
-            pytest.fail(f"no {what} within {DEADLINE_S} s")
+            pytest.fail(f"no {what} within {DEADLINE_S} s: {show()}")
         time.sleep(0.5)
     return value
 
@@ -105,6 +105,8 @@ def lab(sandbox: Sandbox) -> Iterator[Lab]:
             name: sandbox.create_host(name, card=card, data={**common, **roles[name]})
             for name, card in {CTL: None, **CARDS}.items()
         }
+        for h in hosts.values():  # where jobs write their output (sbatch -o) and the test its release files
+            h.exec(f"mkdir -p {OUT} && chmod 1777 {OUT}")
         try:
             first = run_deploy(sandbox, list(hosts.values()))
             assert first.returncode == 0, (first.stdout + first.stderr)[-6000:]
@@ -170,7 +172,7 @@ def test_bf16_jobs_never_land_on_the_rx6700xt_and_get_their_node_gpu_env(clean: 
     ]
     rdna2 = lab.submit("--gres=gpu:1", "--constraint=rdna2", "--wrap", SHOW_ENV, env=polluted)
     ids = [*bf16, rdna2]
-    wait_for("five finished jobs", lambda: all(lab.jobs()[i].state == "COMPLETED" for i in ids))
+    wait_for("five finished jobs", lambda: all(lab.jobs()[i].state == "COMPLETED" for i in ids), lab.jobs)
     seen = {i: dict(kv.split("=", 1) for kv in lab.output(i).split()) for i in ids}
     assert {seen[i]["node"] for i in bf16} <= {"slurm-7900", "slurm-9070"}, seen
     arch = {"slurm-7900": "gfx1100", "slurm-9070": "gfx1201", "slurm-6700": "gfx1030"}
@@ -191,7 +193,7 @@ def test_four_one_gpu_jobs_three_run_one_waits_for_a_free_gpu(clean: Lab) -> Non
         states = sorted(j.state for j in jobs.values())
         return jobs if states == ["PENDING", "RUNNING", "RUNNING", "RUNNING"] else None
 
-    jobs = wait_for("three running jobs and one pending", three_running_one_pending)
+    jobs = wait_for("three running jobs and one pending", three_running_one_pending, lab.jobs)
     [waiting] = [j for j in jobs.values() if j.state == "PENDING"]
     running = [j for j in jobs.values() if j.state == "RUNNING"]
     assert waiting.reason == "Resources" and waiting.radeonlab_state.value == "queued"
@@ -204,7 +206,7 @@ def test_four_one_gpu_jobs_three_run_one_waits_for_a_free_gpu(clean: Lab) -> Non
     assert started.nodes == freed.nodes  # it took the GPU that freed
     for i in ids:
         lab.release(i)
-    wait_for("all four finished", lambda: all(lab.jobs()[i].state == "COMPLETED" for i in ids))
+    wait_for("all four finished", lambda: all(lab.jobs()[i].state == "COMPLETED" for i in ids), lab.jobs)
 
 
 def test_two_node_batch_script_gives_each_rank_its_torchrun_variables(clean: Lab) -> None:
@@ -213,7 +215,7 @@ def test_two_node_batch_script_gives_each_rank_its_torchrun_variables(clean: Lab
     job = slurm.BatchJob("two-nodes", "/tmp", ["sh", "-c", show], nodes=2, constraint="bf16")
     (lab.ctl.root / "tmp/two-nodes.sh").write_text(slurm.sbatch_script(job))
     job_id = slurm.parse_sbatch(lab.sh("cd /tmp && sbatch --parsable two-nodes.sh"))
-    wait_for("the two-node job to finish", lambda: lab.jobs()[job_id].state == "COMPLETED")
+    wait_for("the two-node job to finish", lambda: lab.jobs()[job_id].state == "COMPLETED", lab.jobs)
     assert sorted(lab.jobs()[job_id].nodes) == ["slurm-7900", "slurm-9070"]
     first = sorted(lab.jobs()[job_id].nodes)[0]
     lines = sorted(lab.sh(f"cat /tmp/slurm-{job_id}.out", host=first).split("\n")[:-1])
@@ -262,7 +264,7 @@ def test_stopped_slurmd_marks_the_node_down_and_slurm_places_nothing_there(clean
         jobs = [lab.jobs()[i] for i in ids]
         return jobs if sorted(j.state for j in jobs) == ["PENDING", "RUNNING", "RUNNING"] else None
 
-    jobs = wait_for("two running jobs and one pending", two_running)
+    jobs = wait_for("two running jobs and one pending", two_running, lab.jobs)
     assert sorted(n for j in jobs for n in j.nodes) == ["slurm-6700", "slurm-7900"]
     # the deploy starts slurmd again; the node returns (ReturnToService=2) and takes the waiting job
     run = lab.deploy()
@@ -298,8 +300,10 @@ def test_munge_key_mismatch_is_reported_by_the_deploy(lab: Lab, tmp_path: Path) 
 
     # a key replaced behind the deploy's back: deploy/verify.py (changes nothing) says so
     node = lab.hosts["slurm-9070"]
-    node.exec("head -c 128 /dev/urandom > /etc/munge/munge.key && kill $(cat /run/munge/munged.pid)")
-    node.exec("runuser -u munge -- /usr/sbin/munged")
+    node.exec(
+        "head -c 128 /dev/urandom > /etc/munge/munge.key && p=$(cat /run/munge/munged.pid) && kill $p && "
+        "while [ -e /proc/$p ]; do sleep 0.1; done && runuser -u munge -- /usr/sbin/munged"
+    )
     check = lab.deploy("deploy/verify.py")
     assert check.returncode != 0
     [line] = mismatch_lines(check)
