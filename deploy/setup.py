@@ -1,7 +1,8 @@
 """Provision Radeon workstations for LoRA fine-tuning: `pyinfra -y inventories/home.py deploy/setup.py`.
 
 Reads top to bottom: find the GPUs once, then ROCm, the GPU environment, device access, the Python training
-stack, and a verification that writes the host record (/etc/radeonlab/host.json) the job runner reads.
+stack, a verification that writes the host record (/etc/radeonlab/host.json) the job runner reads, and, in
+an inventory with the groups slurm_controller / slurm_nodes, Slurm (roles/slurm).
 """
 
 from pyinfra import host
@@ -15,6 +16,7 @@ from radeonlab.roles.python_stack import install_python_stack
 from radeonlab.roles.python_stack.defaults import DEFAULTS as STACK_DEFAULTS
 from radeonlab.roles.rocm import install_rocm
 from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
+from radeonlab.roles.slurm import install_slurm_packages, is_controller_only, setup_slurm
 from radeonlab.roles.verify import verify_host
 from radeonlab.roles.wheel_cache import setup_wheel_cache
 
@@ -28,7 +30,9 @@ gpus = as_gpus(
     )
 )
 cpu_only = bool(host.data.get("gpu_cpu_only", False))
-if not gpus and not cpu_only:
+# A Slurm controller that runs no jobs (in slurm_controller, not in slurm_nodes) needs no GPU stack.
+slurm_controller_only = is_controller_only()
+if not gpus and not cpu_only and not slurm_controller_only:
     raise DeployError(
         f"{host.name}: no AMD GPU found (no GPU node in /sys/class/kfd): is the amdgpu driver loaded? "
         "Set gpu_cpu_only: true to provision it without the GPU steps"
@@ -43,16 +47,26 @@ targets = training_targets(
     int(host.data.get("gpu_min_unified_memory_bytes", GPU_DEFAULTS["gpu_min_unified_memory_bytes"])),
 )
 
-# 2. ROCm and the GPU environment: only where GPU work will run.
-if cpu_only:
-    targets = []
-    host.noop("gpu_cpu_only: skipping ROCm, the GPU environment and the device check")
-else:
-    install_rocm(gfx_targets=targets)
-    configure_gpu_env(gpus)
+# Slurm's packages (in a Slurm lab) before the stack check below, which watches the dpkg database.
+install_slurm_packages()
 
-# 3. The training user: GPU groups (device check only with a GPU), the Python stack (through the lab's wheel
-# cache when the inventory names one: its host downloads and serves before any host installs), the record.
-grant_gpu_access(check_devices=not cpu_only)
-install_python_stack(sources=setup_wheel_cache(), gfx_targets=targets)
-verify_host(gpus, cpu_only=cpu_only)
+if slurm_controller_only:
+    host.noop("Slurm controller only: no ROCm, GPU environment, Python stack or host record")
+else:
+    # 2. ROCm and the GPU environment: only where GPU work will run.
+    if cpu_only:
+        targets = []
+        host.noop("gpu_cpu_only: skipping ROCm, the GPU environment and the device check")
+    else:
+        install_rocm(gfx_targets=targets)
+        configure_gpu_env(gpus)
+
+    # 3. The training user: GPU groups (device check only with a GPU), the Python stack (through the lab's
+    # wheel cache when the inventory names one: its host downloads and serves before any host installs),
+    # the record.
+    grant_gpu_access(check_devices=not cpu_only)
+    install_python_stack(sources=setup_wheel_cache(), gfx_targets=targets)
+    verify_host(gpus, cpu_only=cpu_only)
+
+# 4. Slurm, after every record is written (slurm.conf is made from them); nothing without the Slurm groups.
+setup_slurm(gpus)

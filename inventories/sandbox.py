@@ -45,3 +45,18 @@ def _hosts() -> list[tuple[str, dict]]:
 
 
 workstations = _hosts()
+
+
+def _extra_groups() -> dict[str, list[str]]:
+    """More groups, named in the hosts' data: `sandbox_groups: ["slurm_controller"]` (set by the test bed; a
+    real inventory lists its groups itself)."""
+    groups: dict[str, list[str]] = {}
+    for name, data in workstations:
+        for group in data.get("sandbox_groups", ()):
+            if str(group) == "workstations":
+                continue
+            groups.setdefault(str(group), []).append(name)
+    return groups
+
+
+globals().update(_extra_groups())  # each becomes a top-level list: a pyinfra group

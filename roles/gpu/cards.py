@@ -330,6 +330,8 @@ class Gpu:
     usable_memory: int | None = (
         None  # bytes for tensors: VRAM, or carve-out + GTT on an APU (usable_memory())
     )
+    # DRM render node minor (/dev/dri/renderD<minor>): the device file Slurm's gres.conf names
+    render_minor: int | None = None
 
     @property
     def uuid(self) -> str | None:

@@ -181,6 +181,7 @@ def parse_dump(lines: Iterable[str], rocm_version: str = cards.FALLBACK_ROCM_VER
                 unique_id=_int(node.get("unique_id")) or None,
                 gtt_total=card.get("gtt_total"),
                 usable_memory=cards.usable_memory(vram_total, card.get("gtt_total"), igpu),
+                render_minor=card.get("render_minor") or _int(node.get("drm_render_minor")),
             )
         )
     return gpus

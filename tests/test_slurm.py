@@ -1,0 +1,313 @@
+"""End to end: a Slurm lab of SIMULATED workstations provisioned by deploy/setup.py (roles/slurm).
+
+Three sandbox workstations (recorded RX 7900 XTX, RX 6700 XT, RX 9070 XT sysfs) and a controller without a
+card, one provisioning for the module (CI time): Debian 12's slurm-wlm 22.05 and munge from Debian's archive.
+Jobs are plain `sbatch` jobs submitted on the controller as the training user; a job that must hold its GPU
+waits for a release file the test writes. Waits are bounded by deadlines, never asserted on.
+The SIMULATED accommodations (own ports, no cgroups, detached daemons) are radeonlab/sandbox/slurmlab.py's.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from radeonlab.jobs.plan import slurm
+
+from radeonlab.sandbox import aptrepo, slurmlab, web, wheels
+from radeonlab.sandbox.hosts import Sandbox, SandboxHost
+from tests.test_provision import Run, run_deploy
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
+
+CTL = "slurm-ctl"
+CARDS = {"slurm-7900": "rx7900xtx", "slurm-6700": "rx6700xt", "slurm-9070": "rx9070xt"}
+OUT = "/tmp/radeonlab-slurm-test"  # job output and release files, on each node's own /tmp
+DEADLINE_S = 120  # bound on every wait for Slurm to act (jobs take well under a second here)
+FEATURES = {
+    "slurm-7900": ("gpu:gfx1100:1", {"gfx1100", "gfx110x", "gfx11", "rdna3", "bf16", "vram24g"}),
+    "slurm-6700": ("gpu:gfx1031:1", {"gfx1031", "gfx103x", "gfx10", "rdna2", "vram12g"}),
+    "slurm-9070": ("gpu:gfx1201:1", {"gfx1201", "gfx120x", "gfx12", "rdna4", "bf16", "vram16g"}),
+}
+HOLD = f"while [ ! -e {OUT}/release-$SLURM_JOB_ID ]; do sleep 0.2; done"
+SHOW_ENV = (
+    "echo node=$SLURMD_NODENAME rocr=$ROCR_VISIBLE_DEVICES cuda=${CUDA_VISIBLE_DEVICES-unset} "
+    "arch=${PYTORCH_ROCM_ARCH-unset} hsa=${HSA_OVERRIDE_GFX_VERSION-unset}"
+)
+
+
+@dataclass
+class Lab:
+    sandbox: Sandbox
+    hosts: dict[str, SandboxHost]
+    first: Run
+    second: Run
+
+    @property
+    def ctl(self) -> SandboxHost:
+        return self.hosts[CTL]
+
+    def sh(self, cmd: str, host: str = CTL, user: str | None = "lab") -> str:
+        return self.hosts[host].exec(cmd, user=user).stdout
+
+    def submit(self, *args: str, env: str = "") -> str:
+        out = self.sh(f"cd /tmp && {env} sbatch --parsable -o {OUT}/%j.out {shlex.join(args)}")
+        return slurm.parse_sbatch(out)
+
+    def jobs(self) -> dict[str, slurm.SlurmJob]:
+        text = self.sh(f"squeue -h -t all -o {shlex.quote(slurm.SQUEUE_FORMAT)}")
+        return {j.job_id: j for j in slurm.parse_squeue(text)}
+
+    def nodes(self) -> dict[str, slurm.SlurmNode]:
+        return {n.name: n for n in slurm.parse_sinfo(self.sh(f"sinfo -h -N -o '{slurm.SINFO_FORMAT}'"))}
+
+    def release(self, job_id: str) -> None:
+        for name in CARDS:
+            self.sh(f"mkdir -p {OUT} && touch {OUT}/release-{job_id}", host=name)
+
+    def output(self, job_id: str) -> str:
+        """A finished job's output file, from the node it ran on."""
+        [node] = self.jobs()[job_id].nodes
+        return self.sh(f"cat {OUT}/{job_id}.out", host=node)
+
+    def deploy(self, deploy: str = "deploy/setup.py") -> Run:
+        return run_deploy(self.sandbox, list(self.hosts.values()), deploy)
+
+    def set_data(self, names: list[str], **kv: object) -> None:
+        for name in names:
+            self.hosts[name].set_data(**kv)
+
+
+def wait_for(what: str, check: Callable[[], object], show: Callable[[], object] = lambda: "") -> object:
+    """Poll `check` until it returns something true; fail naming `what` (and `show()`) after DEADLINE_S."""
+    end = time.monotonic() + DEADLINE_S
+    while not (value := check()):
+        if time.monotonic() > end:
+            pytest.fail(f"no {what} within {DEADLINE_S} s: {show()}")
+        time.sleep(0.5)
+    return value
+
+
+@pytest.fixture(scope="module")
+def lab(sandbox: Sandbox) -> Iterator[Lab]:
+    repo = aptrepo.build_repo(sandbox.state_dir)
+    index = wheels.build_wheel_index(sandbox.state_dir)
+    with web.spawn(sandbox.www_dir) as server:
+        # Per-host data, not the sandbox's common data: other modules' hosts are not part of this lab.
+        common = {**repo.settings(server.url), **index.settings(server.url)}
+        # A node that stops answering is marked DOWN after 10 s instead of Slurm's 300 (a test-time choice).
+        roles = slurmlab.lab_data(sandbox.state_dir, CTL, list(CARDS), slurm_slurmd_timeout=10)
+        hosts = {
+            name: sandbox.create_host(name, card=card, data={**common, **roles[name]})
+            for name, card in {CTL: None, **CARDS}.items()
+        }
+        for h in hosts.values():  # where jobs write their output (sbatch -o) and the test its release files
+            h.exec(f"mkdir -p {OUT} && chmod 1777 {OUT}")
+        try:
+            first = run_deploy(sandbox, list(hosts.values()))
+            assert first.returncode == 0, (first.stdout + first.stderr)[-6000:]
+            second = run_deploy(sandbox, list(hosts.values()))
+            print(f"\nSlurm lab of 4 hosts: first {first.seconds:.1f}s, no-op {second.seconds:.1f}s")
+            yield Lab(sandbox, hosts, first, second)
+        finally:
+            for h in hosts.values():
+                sandbox.destroy_host(h.name)
+
+
+@pytest.fixture
+def clean(lab: Lab) -> Iterator[Lab]:
+    """Every test starts and ends with no job in Slurm."""
+    yield lab
+    lab.sh("scancel -u lab || true")
+    wait_for("empty queue", lambda: not lab.sh("squeue -h -o %i").strip())
+
+
+def test_first_run_sets_up_slurm_and_a_rerun_changes_nothing(lab: Lab) -> None:
+    for name in lab.hosts:
+        changed = lab.first.changed_ops(name)
+        assert "Set up Slurm | Install the lab's munge key" in changed, (name, changed)
+        assert "Set up Slurm | Write slurm.conf from the inventory and the host records" in changed
+    assert lab.second.returncode == 0, lab.second.stderr[-3000:]
+    for name in lab.hosts:
+        assert lab.second.changed_ops(name) == [], (name, lab.second.changed_ops(name))
+    # the controller got Slurm only: no GPU stack, no host record
+    assert not (lab.ctl.root / "etc/radeonlab/host.json").exists()
+    assert "Install ROCm | Install ROCm 7.2.4 packages" not in lab.first.changed_ops(CTL)
+
+
+def test_sinfo_shows_every_node_with_its_gres_and_features(lab: Lab) -> None:
+    nodes = lab.nodes()
+    assert sorted(nodes) == sorted(CARDS)
+    for name, (gres, features) in FEATURES.items():
+        assert nodes[name].usable, nodes[name]
+        assert (nodes[name].gpus, nodes[name].features) == (1, features), nodes[name]
+        assert lab.sh(f"sinfo -h -n {name} -o %G").strip() == gres
+
+
+def test_one_munge_key_private_everywhere_and_gres_from_detection(lab: Lab) -> None:
+    key = Path(str(lab.ctl.data["slurm_munge_key_file"])).read_bytes()
+    for name in lab.hosts:
+        stat = lab.sh("stat -c '%U:%G %a' /etc/munge/munge.key", host=name, user=None).strip()
+        assert stat == "munge:munge 400", (name, stat)
+        assert (lab.hosts[name].root / "etc/munge/munge.key").read_bytes() == key
+    for name, card in CARDS.items():
+        gres = (lab.hosts[name].root / "etc/slurm/gres.conf").read_text()
+        gfx = FEATURES[name][0].split(":")[1]
+        assert f"NodeName={name} Name=gpu Type={gfx} File=/dev/dri/renderD128 Flags=amd_gpu_env" in gres, card
+    conf = (lab.ctl.root / "etc/slurm/slurm.conf").read_text()
+    assert "AutoDetect" not in "".join(line for line in conf.splitlines() if not line.startswith("#"))
+    assert all((h.root / "etc/slurm/slurm.conf").read_text() == conf for h in lab.hosts.values())
+
+
+def test_bf16_jobs_never_land_on_the_rx6700xt_and_get_their_node_gpu_env(clean: Lab) -> None:
+    lab = clean
+    # submitted from a shell that carries another card's override: the node's own settings must win
+    polluted = "HSA_OVERRIDE_GFX_VERSION=9.9.9 PYTORCH_ROCM_ARCH=gfx9999"
+    bf16 = [
+        lab.submit("--gres=gpu:1", "--constraint=bf16", "--wrap", SHOW_ENV, env=polluted) for _ in range(4)
+    ]
+    rdna2 = lab.submit("--gres=gpu:1", "--constraint=rdna2", "--wrap", SHOW_ENV, env=polluted)
+    ids = [*bf16, rdna2]
+    wait_for("five finished jobs", lambda: all(lab.jobs()[i].state == "COMPLETED" for i in ids), lab.jobs)
+    seen = {i: dict(kv.split("=", 1) for kv in lab.output(i).split()) for i in ids}
+    assert {seen[i]["node"] for i in bf16} <= {"slurm-7900", "slurm-9070"}, seen
+    arch = {"slurm-7900": "gfx1100", "slurm-9070": "gfx1201", "slurm-6700": "gfx1030"}
+    for i in bf16:
+        assert seen[i]["arch"] == arch[seen[i]["node"]] and seen[i]["hsa"] == "unset", seen[i]
+        assert (seen[i]["rocr"], seen[i]["cuda"]) == ("0", "unset"), seen[i]  # Flags=amd_gpu_env
+    assert seen[rdna2] == {
+        "node": "slurm-6700", "rocr": "0", "cuda": "unset", "arch": "gfx1030", "hsa": "10.3.0"
+    }  # fmt: skip
+
+
+def test_four_one_gpu_jobs_three_run_one_waits_for_a_free_gpu(clean: Lab) -> None:
+    lab = clean
+    ids = [lab.submit("--gres=gpu:1", "--wrap", HOLD) for _ in range(4)]
+
+    def three_running_one_pending() -> dict[str, slurm.SlurmJob] | None:
+        jobs = {i: lab.jobs()[i] for i in ids}
+        states = sorted(j.state for j in jobs.values())
+        return jobs if states == ["PENDING", "RUNNING", "RUNNING", "RUNNING"] else None
+
+    jobs = wait_for("three running jobs and one pending", three_running_one_pending, lab.jobs)
+    [waiting] = [j for j in jobs.values() if j.state == "PENDING"]
+    running = [j for j in jobs.values() if j.state == "RUNNING"]
+    assert waiting.reason == "Resources" and waiting.radeonlab_state.value == "queued"
+    assert sorted(n for j in running for n in j.nodes) == sorted(CARDS)  # one job per GPU
+    freed = running[0]
+    lab.release(freed.job_id)
+    started = wait_for(
+        "the waiting job to start", lambda: (j := lab.jobs()[waiting.job_id]).state == "RUNNING" and j
+    )
+    assert started.nodes == freed.nodes  # it took the GPU that freed
+    for i in ids:
+        lab.release(i)
+    wait_for("all four finished", lambda: all(lab.jobs()[i].state == "COMPLETED" for i in ids), lab.jobs)
+
+
+def test_two_node_batch_script_gives_each_rank_its_torchrun_variables(clean: Lab) -> None:
+    lab = clean
+    show = 'echo "rank=$NODE_RANK host=$(hostname) addr=$MASTER_ADDR port=$MASTER_PORT nnodes=$NNODES"'
+    job = slurm.BatchJob("two-nodes", "/tmp", ["sh", "-c", show], nodes=2, constraint="bf16")
+    (lab.ctl.root / "tmp/two-nodes.sh").write_text(slurm.sbatch_script(job))
+    job_id = slurm.parse_sbatch(lab.sh("cd /tmp && sbatch --parsable two-nodes.sh"))
+    wait_for("the two-node job to finish", lambda: lab.jobs()[job_id].state == "COMPLETED", lab.jobs)
+    assert sorted(lab.jobs()[job_id].nodes) == ["slurm-7900", "slurm-9070"]
+    first = sorted(lab.jobs()[job_id].nodes)[0]
+    lines = sorted(lab.sh(f"cat /tmp/slurm-{job_id}.out", host=first).split("\n")[:-1])
+    port = 29500 + int(job_id) % 1000
+    addr = lab.hosts[first].address
+    assert lines == [
+        f"rank=0 host={first} addr={addr} port={port} nnodes=2",
+        f"rank=1 host=slurm-9070 addr={addr} port={port} nnodes=2",
+    ]
+
+
+def daemon_pids(lab: Lab, name: str) -> str:
+    pidfiles = "/run/munge/munged.pid /run/slurmctld.pid /run/slurmd.pid"
+    return lab.sh(f"cat {pidfiles} 2>/dev/null; true", name, None)
+
+
+def test_config_change_reconfigures_and_a_running_job_survives(clean: Lab) -> None:
+    lab = clean
+    job_id = lab.submit("--gres=gpu:1", "--wrap", HOLD)
+    wait_for("the job to run", lambda: lab.jobs()[job_id].state == "RUNNING")
+    [node] = lab.jobs()[job_id].nodes
+    pids = {n: daemon_pids(lab, n) for n in lab.hosts}
+    lab.set_data(list(lab.hosts), slurm_extra_config=["MaxJobCount=5000"])
+    try:
+        run = lab.deploy()
+        assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+        assert "Set up Slurm | Reconfigure Slurm (scontrol reconfigure)" in run.changed_ops(CTL)
+        assert not any("Run slurm" in op for name in lab.hosts for op in run.changed_ops(name))
+        assert "MaxJobCount             = 5000" in lab.sh("scontrol show config")
+        assert {n: daemon_pids(lab, n) for n in lab.hosts} == pids  # no daemon restarted
+        assert lab.jobs()[job_id].state == "RUNNING" and lab.jobs()[job_id].nodes == (node,)
+        lab.release(job_id)
+        wait_for("the job to complete", lambda: lab.jobs()[job_id].state == "COMPLETED")
+    finally:
+        lab.set_data(list(lab.hosts), slurm_extra_config=[])
+        assert lab.deploy().returncode == 0
+
+
+def test_stopped_slurmd_marks_the_node_down_and_slurm_places_nothing_there(clean: Lab) -> None:
+    lab = clean
+    lab.sh("kill $(cat /run/slurmd.pid)", host="slurm-9070", user=None)
+    wait_for("slurm-9070 down in sinfo", lambda: lab.nodes()["slurm-9070"].state.startswith("down"))
+    assert not lab.nodes()["slurm-9070"].usable
+    ids = [lab.submit("--gres=gpu:1", "--wrap", HOLD) for _ in range(3)]
+
+    def two_running() -> list[slurm.SlurmJob] | None:
+        jobs = [lab.jobs()[i] for i in ids]
+        return jobs if sorted(j.state for j in jobs) == ["PENDING", "RUNNING", "RUNNING"] else None
+
+    jobs = wait_for("two running jobs and one pending", two_running, lab.jobs)
+    assert sorted(n for j in jobs for n in j.nodes) == ["slurm-6700", "slurm-7900"]
+    # the deploy starts slurmd again; the node returns (ReturnToService=2) and takes the waiting job
+    run = lab.deploy()
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    assert "Set up Slurm | Run slurmd" in run.changed_ops("slurm-9070")
+    [waiting] = [j for j in jobs if j.state == "PENDING"]
+    wait_for("the waiting job on slurm-9070", lambda: lab.jobs()[waiting.job_id].nodes == ("slurm-9070",))
+    assert lab.nodes()["slurm-9070"].usable
+
+
+def mismatch_lines(run: Run) -> list[str]:
+    return [line for line in (run.stdout + run.stderr).splitlines() if "munge key mismatch" in line]
+
+
+def test_munge_key_mismatch_is_reported_by_the_deploy(lab: Lab, tmp_path: Path) -> None:
+    """Two ways one workstation ends up with another key: provisioned with another key file (a second
+    laptop), and a key replaced on the machine; each is one line from the deploy, not found at job time."""
+    other = tmp_path / "other-munge.key"
+    lab.set_data(["slurm-6700"], slurm_munge_key_file=str(other))
+    try:
+        run = lab.deploy()
+        assert run.returncode != 0
+        [line] = mismatch_lines(run)
+        assert line.endswith(
+            "Slurm: munge key mismatch: slurm-ctl cannot decode a credential made on slurm-6700 "
+            "(Invalid credential); every Slurm host needs the same /etc/munge/munge.key "
+            "(slurm_munge_key_file)"
+        ), line
+    finally:
+        lab.set_data(["slurm-6700"], slurm_munge_key_file=str(lab.ctl.data["slurm_munge_key_file"]))
+    fixed = lab.deploy()
+    assert fixed.returncode == 0 and mismatch_lines(fixed) == [], fixed.stderr[-3000:]
+
+    # a key replaced behind the deploy's back: deploy/verify.py (changes nothing) says so
+    node = lab.hosts["slurm-9070"]
+    node.exec(
+        "head -c 128 /dev/urandom > /etc/munge/munge.key && p=$(cat /run/munge/munged.pid) && kill $p && "
+        "while [ -e /proc/$p ]; do sleep 0.1; done && runuser -u munge -- /usr/sbin/munged"
+    )
+    check = lab.deploy("deploy/verify.py")
+    assert check.returncode != 0
+    [line] = mismatch_lines(check)
+    assert "cannot decode a credential made on slurm-9070" in line, line
+    assert lab.deploy().returncode == 0  # setup.py puts the lab's key back and restarts munged
+    assert lab.deploy("deploy/verify.py").returncode == 0

@@ -1,0 +1,232 @@
+"""jobs/plan/slurm.py: the pure pieces of `radeonlab_scheduler: slurm`, over output recorded from Slurm
+22.05.8 on the SIMULATED lab (tests/fixtures/slurm/, see tests/fixtures/SOURCES.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+from radeonlab.jobs.plan import slurm
+
+from radeonlab.contract.state import JobState
+
+FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
+NODES = slurm.parse_sinfo((FIXTURES / "sinfo-three-nodes.txt").read_text())
+
+
+# --- which scheduler ------------------------------------------------------------------------------------
+
+
+def test_builtin_queue_unless_asked() -> None:
+    assert slurm.slurm_controller({}, {"ws1": {}, "ws2": {"radeonlab_scheduler": "builtin"}}) is None
+    groups = {"slurm_controller": ["ctl"], "slurm_nodes": ["ws1"]}
+    assert slurm.slurm_controller(groups, {"ws1": {"radeonlab_scheduler": "slurm"}}) == "ctl"
+
+
+def test_slurm_without_controller_group_is_refused_in_one_line() -> None:
+    with pytest.raises(slurm.SlurmError) as err:
+        slurm.slurm_controller({"workstations": ["ws1"]}, {"ws1": {"radeonlab_scheduler": "Slurm"}})
+    assert str(err.value) == (
+        "radeonlab_scheduler is slurm for ws1 but the inventory has no slurm_controller group: add the host "
+        "that runs slurmctld to a group slurm_controller and provision it (roles/slurm/README.md)"
+    )
+
+
+# --- nodes and constraints ----------------------------------------------------------------------------------
+
+
+def test_sinfo_fixture() -> None:
+    assert [(n.name, n.state, n.gpus, n.usable) for n in NODES] == [
+        ("sl-1", "mixed", 1, True),
+        ("sl-2", "mixed", 1, True),
+        ("sl-3", "mixed", 1, True),
+    ]
+    assert "bf16" in NODES[0].features and "bf16" not in NODES[1].features
+    assert slurm.gres_gpu_count("gpu:gfx1100:1,gpu:gfx1201:2(S:0)") == 3
+    down = slurm.parse_sinfo("sl-3|down*|gfx1201,bf16|gpu:gfx1201:1|Not responding\n")[0]
+    assert not down.usable and down.reason == "Not responding"
+
+
+@pytest.mark.parametrize(
+    ("wishes", "constraint", "able"),
+    [
+        (slurm.Wishes(), "", ["sl-1", "sl-2", "sl-3"]),
+        (slurm.Wishes(bf16=True), "bf16", ["sl-1", "sl-3"]),  # never the RX 6700 XT
+        (slurm.Wishes(gfx_family="gfx110x"), "gfx110x", ["sl-1"]),
+        (slurm.Wishes(gfx_family="RDNA4", bf16=True), "rdna4&bf16", ["sl-3"]),
+        (slurm.Wishes(min_vram_gb=16), "(vram16g|vram24g)", ["sl-1", "sl-3"]),
+        (slurm.Wishes(gfx_family="gfx11", min_vram_gb=20), "gfx11&vram24g", ["sl-1"]),
+    ],
+)
+def test_wishes_become_features(wishes: slurm.Wishes, constraint: str, able: list[str]) -> None:
+    assert slurm.plan_request(wishes, NODES) == (constraint, able)
+
+
+@pytest.mark.parametrize(
+    ("wishes", "nodes", "gpus", "message"),
+    [
+        (
+            slurm.Wishes(gfx_family="rdna2", bf16=True),
+            1,
+            1,
+            "no Slurm node satisfies rdna2, bf16 with 1 GPU(s): "
+            "sl-1 has bf16,gfx11,gfx1100,gfx110x,rdna3,vram24g, 1 GPU(s); "
+            "sl-2 has gfx10,gfx1031,gfx103x,rdna2,vram12g, 1 GPU(s); "
+            "sl-3 has bf16,gfx12,gfx1201,gfx120x,rdna4,vram16g, 1 GPU(s)",
+        ),
+        (slurm.Wishes(), 4, 1, "--nodes 4: the Slurm lab has 3 node(s) (sl-1, sl-2, sl-3)"),
+        (slurm.Wishes(bf16=True), 3, 1, "--nodes 3: only 2 Slurm node(s) satisfy bf16 (sl-1, sl-3)"),
+        (slurm.Wishes(min_vram_gb=48), 1, 1, "no Slurm node satisfies min_vram_gb 48 with 1 GPU(s): "),
+        (slurm.Wishes(), 1, 2, "no Slurm node satisfies no wishes with 2 GPU(s): "),
+    ],
+)
+def test_requests_no_node_can_take_are_refused_in_one_line(
+    wishes: slurm.Wishes, nodes: int, gpus: int, message: str
+) -> None:
+    with pytest.raises(slurm.SlurmError) as err:
+        slurm.plan_request(wishes, NODES, node_count=nodes, gpus_per_node=gpus)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+def test_nodes_3_on_a_two_node_lab() -> None:
+    with pytest.raises(slurm.SlurmError, match=r"^--nodes 3: the Slurm lab has 2 node\(s\) \(sl-1, sl-2\)$"):
+        slurm.plan_request(slurm.Wishes(), NODES[:2], node_count=3)
+
+
+# --- the sbatch script ---------------------------------------------------------------------------------
+
+LAUNCHER = ["python3", "/home/lab/radeonlab/jobs/demo-1/host/launcher.py", "--job", "demo 1; $(x)"]
+
+
+def test_single_node_script() -> None:
+    job = slurm.BatchJob(
+        "demo-20260101-120000-ab12",
+        "/home/lab/radeonlab/jobs/demo-20260101-120000-ab12",
+        LAUNCHER,
+        constraint="bf16&(vram16g|vram24g)",
+        env={"HF_HUB_OFFLINE": "1"},
+    )
+    text = slurm.sbatch_script(job)
+    lines = text.splitlines()
+    assert lines[0] == "#!/bin/bash -l"  # a login shell: the node's /etc/profile.d applies
+    for directive in (
+        "#SBATCH --job-name=demo-20260101-120000-ab12",
+        "#SBATCH --nodes=1",
+        "#SBATCH --gres=gpu:1",
+        "#SBATCH --constraint=bf16&(vram16g|vram24g)",
+        "#SBATCH --output=/home/lab/radeonlab/jobs/demo-20260101-120000-ab12/slurm-%j.out",
+    ):
+        assert directive in lines
+    assert "export HF_HUB_OFFLINE=1" in lines
+    assert lines[-1] == ("exec python3 /home/lab/radeonlab/jobs/demo-1/host/launcher.py --job 'demo 1; $(x)'")
+    assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
+
+
+def test_bad_env_name_refused() -> None:
+    with pytest.raises(slurm.SlurmError, match="not an environment variable name"):
+        slurm.sbatch_script(slurm.BatchJob("j", "/tmp/j", ["true"], env={"A B": "1"}))
+
+
+def stub(path: Path, text: str) -> None:
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+
+def test_two_node_script_gives_each_rank_torchrun_variables(tmp_path: Path) -> None:
+    """The two-node script run with stand-in scontrol/srun (the real ones: tests/test_slurm.py): rank 0 is the
+    allocation's first node, MASTER_ADDR its NodeAddr, each srun task gets NODE_RANK = SLURM_NODEID."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stub(bin_dir / "scontrol", '#!/bin/sh\n[ "$2" = hostnames ] && printf "sl-1\\nsl-3\\n" && exit 0\n'
+         '[ "$2" = node ] && echo "   NodeAddr=127.0.77.9 NodeHostName=$3 Version=22.05.8"\n')  # fmt: skip
+    # srun: drop its options, run the command once per node with that node's SLURM_NODEID
+    stub(bin_dir / "srun", '#!/bin/sh\nwhile [ "${1#--}" != "$1" ]; do shift; done\n'
+         'for id in 0 1; do SLURM_NODEID=$id "$@"; done\n')  # fmt: skip
+    show = 'echo "$NODE_RANK $MASTER_ADDR $MASTER_PORT $NNODES $NPROC_PER_NODE $FORCE_TORCHRUN"'
+    job = slurm.BatchJob("j", str(tmp_path), ["sh", "-c", show], nodes=2, gpus_per_node=1, master_port=29500)
+    script = tmp_path / "job.sh"
+    script.write_text(slurm.sbatch_script(job))
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path)}
+    env |= {"SLURM_JOB_NODELIST": "sl-[1,3]", "SLURM_JOB_ID": "1234"}
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    port = 29500 + 1234 % 1000
+    assert done.stdout.splitlines() == [f"0 127.0.77.9 {port} 2 1 1", f"1 127.0.77.9 {port} 2 1 1"]
+
+
+def test_sbatch_parsable() -> None:
+    assert slurm.parse_sbatch("42\n") == "42" and slurm.parse_sbatch("42;radeonlab\n") == "42"
+    with pytest.raises(slurm.SlurmError, match="did not give a job id"):
+        slurm.parse_sbatch("sbatch: error: Batch job submission failed: Invalid feature specification")
+
+
+# --- states --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("word", "state"),
+    [
+        ("PENDING", JobState.QUEUED),
+        ("REQUEUE_HOLD", JobState.QUEUED),
+        ("RUNNING", JobState.RUNNING),
+        ("COMPLETING", JobState.RUNNING),
+        ("COMPLETED", JobState.SUCCEEDED),
+        ("FAILED", JobState.FAILED),
+        ("OUT_OF_MEMORY", JobState.FAILED),
+        ("NODE_FAIL", JobState.FAILED),
+        ("TIMEOUT", JobState.FAILED),
+        ("CANCELLED by 1000", JobState.CANCELLED),
+        ("cancelled", JobState.CANCELLED),
+    ],
+)
+def test_state_map(word: str, state: JobState) -> None:
+    assert slurm.job_state(word) is state
+
+
+def test_unknown_state_refused() -> None:
+    with pytest.raises(slurm.SlurmError, match="unknown Slurm job state 'EXPLODED'"):
+        slurm.job_state("EXPLODED")
+
+
+def test_squeue_text_and_json_agree() -> None:
+    """Four one-GPU jobs on the three-GPU lab, recorded while three ran and one waited for a GPU."""
+    text = slurm.parse_squeue((FIXTURES / "squeue-four-jobs.txt").read_text())
+    summary = [(j.job_id, j.name, j.radeonlab_state, j.reason, j.nodes) for j in text]
+    assert summary == [
+        ("9", "four-4", JobState.QUEUED, "Resources", ()),
+        ("6", "four-1", JobState.RUNNING, "", ("sl-1",)),
+        ("7", "four-2", JobState.RUNNING, "", ("sl-2",)),
+        ("8", "four-3", JobState.RUNNING, "", ("sl-3",)),
+    ]
+    # --json ignores squeue's filters: it also lists the jobs that ended within MinJobAge (1-5 here)
+    data = slurm.parse_squeue_json(json.loads((FIXTURES / "squeue-four-jobs.json").read_text()))
+    live = [(j.job_id, j.name, j.radeonlab_state, j.reason, j.nodes) for j in data if int(j.job_id) > 5]
+    assert sorted(live) == sorted(summary)
+    ended = [j for j in data if int(j.job_id) <= 5]
+    assert len(ended) == 5 and {j.radeonlab_state for j in ended} == {JobState.SUCCEEDED}
+
+
+def test_jobcomp_log() -> None:
+    jobs = {j.job_id: j for j in slurm.parse_jobcomp_log((FIXTURES / "jobcomp.log").read_text())}
+    assert sorted(jobs, key=int) == [str(i) for i in range(1, 10)]
+    assert jobs["5"] == slurm.SlurmJob("5", "wrap", "COMPLETED", "exit 0:0", ("sl-2",))
+    assert jobs["9"].radeonlab_state is JobState.CANCELLED and jobs["9"].nodes == ()  # cancelled waiting
+    assert jobs["8"].radeonlab_state is JobState.SUCCEEDED and jobs["8"].nodes == ("sl-3",)
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("sl-1", ["sl-1"]),
+        ("sl-[1-3,5]", ["sl-1", "sl-2", "sl-3", "sl-5"]),
+        ("ws[01-02],ctl", ["ws01", "ws02", "ctl"]),
+        ("", []),
+        ("(null)", []),
+    ],
+)
+def test_hostlist(text: str, names: list[str]) -> None:
+    assert slurm.expand_hostlist(text) == names
