@@ -112,7 +112,7 @@ def test_the_recap_parser_reads_each_hosts_counts() -> None:
     )
     recap = ai.parse_recap(out)
     assert recap["ws1"]["changed"] == 2 and recap["ws2"]["unreachable"] == 1
-    assert ai.PlaybookRun(0, 1.0, out, recap).changed() == {"ws1": 2, "ws2": 0}
+    assert ai.PlaybookRun(0, 1.0, out, recap=recap).changed() == {"ws1": 2, "ws2": 0}
 
 
 def test_differences_and_the_accepted_list() -> None:

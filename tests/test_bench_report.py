@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.bench import provisioning
+from tests.bench import phases, provisioning
 from tests.bench.run import markdown, table
 
 RESULT = {
@@ -56,3 +56,22 @@ def test_the_markdown_table_states_the_machine_and_has_every_row() -> None:
     assert len(lines) == 1 + 7 and lines[0] == "| what | measured | ratio |"
     assert any(line.startswith("| vs Ansible |") for line in lines)
     assert len(table(RESULT).splitlines()) == 2 + 7
+
+
+def test_phases_last_until_the_next_step_starts() -> None:
+    stamped = [
+        (10.5, "--> Loading config..."),
+        (12.0, "--> Starting operation: Install ROCm | Write /etc/apt/sources.list.d/rocm.list "),
+        (12.5, "    [ws1] Success"),
+        (20.0, "--> Starting operation: Install the Python training stack | Install torch==2.13.0"),
+    ]
+    got = phases.phases_of(stamped, 10.0, 50.0, phases.PYINFRA_STEP)
+    assert got == [
+        ("start-up", 2.0),
+        ("Install ROCm | Write /etc/apt/sources.list.d/rocm.list", 8.0),
+        ("Install the Python training stack | Install torch==2.13.0", 30.0),
+    ]
+    task = [(1.0, "TASK [Install ROCm 7.2.4 packages] ****")]
+    ansible = phases.phases_of(task, 0.0, 3.0, phases.ANSIBLE_STEP)
+    assert ansible == [("start-up", 1.0), ("Install ROCm 7.2.4 packages", 2.0)]
+    assert phases.Timed(0, 3.0, "", ansible).slowest(1) == [("Install ROCm 7.2.4 packages", 2.0)]

@@ -15,11 +15,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
-import time
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -35,6 +33,8 @@ from radeonlab.roles.rocm import repos
 from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
 from radeonlab.roles.rocm.defaults import SUPPORTED_DISTROS
 from radeonlab.roles.verify.defaults import DEFAULTS as VERIFY_DEFAULTS
+
+from tests.bench.phases import ANSIBLE_STEP, Timed, run_timed
 
 PLAYBOOK_DIR = Path(__file__).with_name("ansible")
 PLAYBOOK = PLAYBOOK_DIR / "site.yml"
@@ -154,17 +154,11 @@ def ansible_env(work_dir: Path) -> dict[str, str]:
 
 
 @dataclass
-class PlaybookRun:
-    returncode: int
-    seconds: float
-    output: str
+class PlaybookRun(Timed):
     recap: dict[str, dict[str, int]] = field(default_factory=dict)  # host -> ok/changed/failed/...
 
     def changed(self) -> dict[str, int]:
         return {h: r.get("changed", 0) for h, r in self.recap.items()}
-
-    def as_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if k != "output"}
 
 
 def parse_recap(output: str) -> dict[str, dict[str, int]]:
@@ -194,17 +188,8 @@ def run_playbook(
     argv = [ansible_playbook(), "-i", str(inventory_file), str(PLAYBOOK)]
     if limit:
         argv += ["--limit", ",".join(limit)]
-    start = time.perf_counter()
-    done = subprocess.run(
-        argv,
-        cwd=PLAYBOOK_DIR,
-        env=ansible_env(work_dir),
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-    )
-    run = PlaybookRun(done.returncode, time.perf_counter() - start, done.stdout + done.stderr)
-    run.recap = parse_recap(done.stdout)
-    if check and done.returncode != 0:
-        raise RuntimeError(f"ansible-playbook failed (exit {done.returncode}):\n{run.output[-4000:]}")
+    timed = run_timed(argv, PLAYBOOK_DIR, ansible_env(work_dir), ANSIBLE_STEP, RUN_TIMEOUT_S)
+    run = PlaybookRun(**vars(timed), recap=parse_recap(timed.output))
+    if check and run.returncode != 0:
+        raise RuntimeError(f"ansible-playbook failed (exit {run.returncode}):\n{run.output[-4000:]}")
     return run

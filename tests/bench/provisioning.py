@@ -16,9 +16,7 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import statistics
-import subprocess
 import sys
-import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from typing import Any
 from radeonlab.sandbox import aptrepo, web, wheels
 from radeonlab.sandbox.hosts import Sandbox
 from tests.bench.ansible_inventory import PlaybookRun, run_playbook, write_inventory
+from tests.bench.phases import PYINFRA_STEP, Timed, run_timed
 
 REPO = Path(__file__).resolve().parents[2]
 INVENTORY = str(REPO / "inventories/sandbox.py")
@@ -45,16 +44,15 @@ def served(sbx: Sandbox) -> Iterator[str]:
         yield server.url
 
 
-def run_pyinfra(hosts: Iterable[str], env: dict[str, str], *args: str) -> float:
-    """`pyinfra -y` (or `args`) deploy/setup.py limited to `hosts`; seconds from start to exit."""
+def run_pyinfra(hosts: Iterable[str], env: dict[str, str], *args: str) -> Timed:
+    """`pyinfra -y` (or `args`) deploy/setup.py limited to `hosts`, timed from start to exit and per step."""
     pyinfra = str(Path(sys.executable).with_name("pyinfra"))
     limit = [a for h in hosts for a in ("--limit", h)]
     argv = [pyinfra, *(args or ("-y",)), *limit, INVENTORY, DEPLOY]
-    start = time.perf_counter()
-    done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"bench: {' '.join(argv[1:])} failed:\n{(done.stdout + done.stderr)[-3000:]}")
-    return time.perf_counter() - start
+    run = run_timed(argv, REPO, env, PYINFRA_STEP)
+    if run.returncode != 0:
+        raise SystemExit(f"bench: {' '.join(argv[1:])} failed:\n{run.output[-3000:]}")
+    return run
 
 
 def run_anchor(sbx: Sandbox, hosts: list[str], work: Path, noop: bool = False) -> PlaybookRun:
@@ -77,18 +75,21 @@ def bench_provisioning(sbx: Sandbox, n: int, rounds: int, env: dict[str, str], w
         theirs = [h.name for h in sbx.create_hosts(n, [CARD] * n)]
         first = run_pyinfra(ours, env)
         anchor_first = run_anchor(sbx, theirs, work)
-        noop, facts, anchor_noop = [], [], []
+        noops: list[Timed] = []
+        anchor_noops: list[Timed] = []
+        facts = []
         for r in range(rounds):
             if r % 2:
-                anchor_noop.append(run_anchor(sbx, theirs, work, noop=True).seconds)
-            noop.append(run_pyinfra(ours, env))
-            facts.append(run_pyinfra(ours, env, "--debug-facts"))  # no -y: see tests/bench/run.py
+                anchor_noops.append(run_anchor(sbx, theirs, work, noop=True))
+            noops.append(run_pyinfra(ours, env))
+            facts.append(run_pyinfra(ours, env, "--debug-facts").seconds)  # no -y: see tests/bench/run.py
             if not r % 2:
-                anchor_noop.append(run_anchor(sbx, theirs, work, noop=True).seconds)
+                anchor_noops.append(run_anchor(sbx, theirs, work, noop=True))
+    noop, anchor_noop = [t.seconds for t in noops], [t.seconds for t in anchor_noops]
     med_noop, med_anchor = statistics.median(noop), statistics.median(anchor_noop)
     return {
         "hosts": n,
-        "first_s": first,
+        "first_s": first.seconds,
         "noop_s": noop,
         "facts_only_s": facts,
         "noop_over_first": med_noop / first,
@@ -99,9 +100,17 @@ def bench_provisioning(sbx: Sandbox, n: int, rounds: int, env: dict[str, str], w
             "first_changed": anchor_first.changed(),
             "noop_s": anchor_noop,
         },
-        "over_ansible_first": first / anchor_first.seconds,
+        "over_ansible_first": first.seconds / anchor_first.seconds,
         "over_ansible_noop": med_noop / med_anchor,
         "goals": GOALS,
+        # Where the time goes: each step's wall-clock seconds (all hosts in parallel), first run and the
+        # last no-op of each engine (tests/bench/phases.py).
+        "phases": {
+            "radeonlab_first": first.phases,
+            "ansible_first": anchor_first.phases,
+            "radeonlab_noop": noops[-1].phases,
+            "ansible_noop": anchor_noops[-1].phases,
+        },
     }
 
 
