@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 from tests.bench import phases, provisioning
+from tests.bench.ansible_inventory import PlaybookRun
 from tests.bench.run import markdown, table
 
 RESULT = {
@@ -75,3 +78,16 @@ def test_phases_last_until_the_next_step_starts() -> None:
     ansible = phases.phases_of(task, 0.0, 3.0, phases.ANSIBLE_STEP)
     assert ansible == [("start-up", 1.0), ("Install ROCm 7.2.4 packages", 2.0)]
     assert phases.Timed(0, 3.0, "", ansible).slowest(1) == [("Install ROCm 7.2.4 packages", 2.0)]
+
+
+def test_the_provisioning_summary_is_json_and_feeds_the_table() -> None:
+    step = [("start-up", 1.0), ("Install ROCm 7.2.4 packages", 3.0)]
+    ours = [phases.Timed(0, s, "", step) for s in (80.0, 4.0, 6.0, 5.0)]
+    theirs = [PlaybookRun(0, s, "", step, recap={"ws4": {"changed": 0}}) for s in (200.0, 40.0, 50.0, 45.0)]
+    summary = provisioning.summary(3, ours[0], theirs[0], ours[1:], theirs[1:], [4.0, 4.0, 4.0])
+    summary = json.loads(json.dumps(summary))  # what the bench writes
+    assert summary["over_ansible_first"] == 0.4 and summary["over_ansible_noop"] == 5.0 / 45.0
+    assert summary["noop_over_first"] == 5.0 / 80.0 and summary["ansible"]["noop_s"] == [40.0, 50.0, 45.0]
+    assert summary["phases"]["ansible_noop"] == [["start-up", 1.0], ["Install ROCm 7.2.4 packages", 3.0]]
+    rows = provisioning.table_rows(summary)
+    assert rows[1][2] == "first 0.40x (goal <= 0.6); no-op 0.11x (goal <= 0.25)"

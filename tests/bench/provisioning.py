@@ -76,7 +76,7 @@ def bench_provisioning(sbx: Sandbox, n: int, rounds: int, env: dict[str, str], w
         first = run_pyinfra(ours, env)
         anchor_first = run_anchor(sbx, theirs, work)
         noops: list[Timed] = []
-        anchor_noops: list[Timed] = []
+        anchor_noops: list[PlaybookRun] = []
         facts = []
         for r in range(rounds):
             if r % 2:
@@ -85,6 +85,18 @@ def bench_provisioning(sbx: Sandbox, n: int, rounds: int, env: dict[str, str], w
             facts.append(run_pyinfra(ours, env, "--debug-facts").seconds)  # no -y: see tests/bench/run.py
             if not r % 2:
                 anchor_noops.append(run_anchor(sbx, theirs, work, noop=True))
+    return summary(n, first, anchor_first, noops, anchor_noops, facts)
+
+
+def summary(
+    n: int,
+    first: Timed,
+    anchor_first: PlaybookRun,
+    noops: list[Timed],
+    anchor_noops: list[PlaybookRun],
+    facts: list[float],
+) -> dict[str, Any]:
+    """The provisioning part of the bench JSON: seconds, medians, ratios radeonlab/Ansible, per-step times."""
     noop, anchor_noop = [t.seconds for t in noops], [t.seconds for t in anchor_noops]
     med_noop, med_anchor = statistics.median(noop), statistics.median(anchor_noop)
     return {
@@ -92,7 +104,7 @@ def bench_provisioning(sbx: Sandbox, n: int, rounds: int, env: dict[str, str], w
         "first_s": first.seconds,
         "noop_s": noop,
         "facts_only_s": facts,
-        "noop_over_first": med_noop / first,
+        "noop_over_first": med_noop / first.seconds,
         "facts_over_noop": statistics.median(facts) / med_noop,
         "ansible": {
             "ansible_core": ansible_core_version(),
