@@ -296,7 +296,16 @@ def main() -> None:
     if args.reduced:
         args.hosts, args.rounds, args.size_mb, args.watch_s = 1, 1, 8, 5.0
     started = time.perf_counter()
-    host_machine = machine()
+    result: dict[str, Any] = {"reduced": args.reduced, "machine": machine()}
+
+    def save(section: str, value: dict[str, Any]) -> None:
+        """Each section is written as soon as it is measured: a later failure keeps the earlier numbers."""
+        result[section] = value
+        result["total_s"] = time.perf_counter() - started
+        result["machine"]["load_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+        print(f"{section} done ({result['total_s']:.0f}s)", flush=True)
+
     with tempfile.TemporaryDirectory(prefix="rl-bench-") as tmp:
         work = Path(tmp)
         sbx = Sandbox(work / "sandbox")
@@ -308,23 +317,16 @@ def main() -> None:
         }
         os.environ["RADEONLAB_SANDBOX_DIR"] = str(sbx.state_dir)  # for load_inventory in this process
         try:
-            result: dict[str, Any] = {
-                "reduced": args.reduced,
-                "provisioning": provisioning.bench_provisioning(
-                    sbx, args.hosts, args.rounds, env, work / "ansible"
-                ),
-            }
-            print(f"provisioning done ({time.perf_counter() - started:.0f}s)", flush=True)
+            save(
+                "provisioning",
+                provisioning.bench_provisioning(sbx, args.hosts, args.rounds, env, work / "ansible"),
+            )
             host = next(iter(sbx.hosts.values()))
-            result["data"] = bench_data(sbx, host, work, args.size_mb, args.rounds)
-            print(f"data done ({time.perf_counter() - started:.0f}s)", flush=True)
-            result["submit"] = bench_submit(host, work / "job", env, args.rounds)
-            result["watch"] = bench_watch(host, work / "job", env, args.watch_s)
+            save("data", bench_data(sbx, host, work, args.size_mb, args.rounds))
+            save("submit", bench_submit(host, work / "job", env, args.rounds))
+            save("watch", bench_watch(host, work / "job", env, args.watch_s))
         finally:
             sbx.destroy_all()
-    result["total_s"] = time.perf_counter() - started
-    result["machine"] = {**host_machine, "load_end": " ".join(f"{x:.2f}" for x in os.getloadavg())}
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(table(result))
     print(f"total {result['total_s']:.0f}s; JSON in {args.out}")
 
