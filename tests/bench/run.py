@@ -204,9 +204,16 @@ def bench_watch(host: SandboxHost, work: Path, env: dict[str, str], window_s: fl
     time.sleep(3)  # connected, first view drawn
     watching = window()
     watcher.send_signal(signal.SIGINT)
-    watcher.wait(timeout=30)
+    try:
+        watcher.wait(timeout=30)
+        stopped = f"exit {watcher.returncode} on SIGINT"
+    except subprocess.TimeoutExpired:  # the window is measured: record it, do not lose the run over it
+        watcher.kill()
+        watcher.wait()
+        stopped = "no exit within 30 s of SIGINT: killed"
     _cli(env, "cancel", job_id, "-i", INVENTORY)
     return {
+        "watcher_stopped": stopped,
         "window_s": window_s,
         "idle_cpu_s_per_min": idle,
         "watching_cpu_s_per_min": watching,
