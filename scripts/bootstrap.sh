@@ -27,7 +27,7 @@ pip_install() {
   .venv/bin/pip install -q --disable-pip-version-check "$@" 2>&1 | { grep -v "is neither a file nor a directory" || true; }
   return "${PIPESTATUS[0]}"
 }
-pip_install -e ".[test]"
+pip_install -e ".[test,bench]"
 # What the laptop side of the sandbox needs to make the tiny model and read adapters (torch, transformers,
 # tokenizers, peft): the versions come from roles/python_stack/defaults.py, the one place they are pinned.
 mapfile -t laptop_reqs < <(.venv/bin/python -m radeonlab.sandbox laptop-requirements)

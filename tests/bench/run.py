@@ -1,13 +1,15 @@
 """radeonlab's benchmarks in one run, as ratios (a measurement script, not a test):
 
     .venv/bin/python -m tests.bench.run --out bench.json [--hosts 3] [--size-mb 100] [--watch-s 30]
+    .venv/bin/python -m tests.bench.run --out bench.json --reduced   # CI: 1 host per engine, 1 round, 8 MB
 
 On SIMULATED workstations (radeonlab/sandbox, a temporary state dir, destroyed at the end):
-1. provisioning: the first `pyinfra -y inventories/sandbox.py deploy/setup.py` on N fresh hosts, the no-op
-   re-run, and the same deploy with `--debug-facts` WITHOUT `-y` (the bare fact-gathering cost: without -y
-   pyinfra 3.10 runs every operation's generator during change detection, so the facts operations read
-   inside themselves are gathered too, then `--debug-facts` exits before executing anything; with `-y` it
-   skips change detection and gathers only the deploy code's own facts). Re-run and facts alternate, medians.
+1. provisioning (tests/bench/provisioning.py): the first `pyinfra -y inventories/sandbox.py deploy/setup.py`
+   on N fresh hosts, the no-op re-run, and the same deploy with `--debug-facts` WITHOUT `-y` (the bare
+   fact-gathering cost: without -y pyinfra 3.10 runs every operation's generator during change detection,
+   so the facts operations read inside themselves are gathered too, then `--debug-facts` exits before
+   executing anything; with `-y` it skips change detection and gathers only the deploy code's own facts);
+   and the same for the Ansible anchor (tests/bench/ansible/site.yml) on N other fresh hosts. Medians.
 2. data: radeonlab.jobs.apply.sync.upload_files (content-addressed, sha256 checked on the host) vs plain
 `scp` of the same
    file; the re-upload of unchanged data (bytes sent); jobs.apply.sync.fetch_files vs `scp` down; plus
@@ -32,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -43,50 +45,19 @@ from radeonlab.jobs.ssh.connection import connect
 from radeonlab.sandbox import aptrepo, demodata, reap, tinymodel, web, wheels
 from radeonlab.sandbox.demo import write_spec
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost
-from tests.bench import transfer
+from tests.bench import provisioning, transfer
 
 REPO = Path(__file__).resolve().parents[2]
 INVENTORY = str(REPO / "inventories/sandbox.py")
-DEPLOY = "deploy/setup.py"
 LAB_HOME = "/home/lab/radeonlab"
 BLOBS = f"{LAB_HOME}/blobs"
-CARD = "rx7900xtx"
 CLK_TCK = 100  # USER_HZ: /proc/<pid>/stat counts CPU time in these ticks on Linux
 SUBMIT_STEPS = 20
 LONG_STEPS = 100_000  # the job `watch` follows (cancelled at the end)
 LF_TS = re.compile(r"^\[\w+\|(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\]|\] (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ >>")
 
 
-def timed(argv: list[str], env: dict[str, str]) -> float:
-    start = time.perf_counter()
-    done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"bench: {' '.join(argv[1:])} failed:\n{(done.stdout + done.stderr)[-3000:]}")
-    return time.perf_counter() - start
-
-
-# --- 1. provisioning ------------------------------------------------------------------------------------
-def bench_provisioning(sbx: Sandbox, n: int, rounds: int, env: dict[str, str]) -> dict[str, Any]:
-    pyinfra = str(Path(sys.executable).with_name("pyinfra"))
-    repo = aptrepo.build_repo(sbx.state_dir)
-    index = wheels.build_wheel_index(sbx.state_dir)
-    with web.spawn(sbx.www_dir) as server:
-        sbx.set_common_data(**repo.settings(server.url), **index.settings(server.url))
-        sbx.create_hosts(n, [CARD] * n)
-        first = timed([pyinfra, "-y", INVENTORY, DEPLOY], env)
-        noop, facts = [], []
-        for _ in range(rounds):
-            noop.append(timed([pyinfra, "-y", INVENTORY, DEPLOY], env))
-            facts.append(timed([pyinfra, "--debug-facts", INVENTORY, DEPLOY], env))  # no -y: see above
-    med_noop, med_facts = statistics.median(noop), statistics.median(facts)
-    return {
-        "hosts": n,
-        "first_s": first,
-        "noop_s": noop,
-        "facts_only_s": facts,
-        "noop_over_first": med_noop / first,
-        "facts_over_noop": med_facts / med_noop,
-    }
+# --- 1. provisioning: tests/bench/provisioning.py (radeonlab and its Ansible anchor) ---------------------
 
 
 # --- 2. data --------------------------------------------------------------------------------------------
@@ -233,9 +204,16 @@ def bench_watch(host: SandboxHost, work: Path, env: dict[str, str], window_s: fl
     time.sleep(3)  # connected, first view drawn
     watching = window()
     watcher.send_signal(signal.SIGINT)
-    watcher.wait(timeout=30)
+    try:
+        watcher.wait(timeout=30)
+        stopped = f"exit {watcher.returncode} on SIGINT"
+    except subprocess.TimeoutExpired:  # the window is measured: record it, do not lose the run over it
+        watcher.kill()
+        watcher.wait()
+        stopped = "no exit within 30 s of SIGINT: killed"
     _cli(env, "cancel", job_id, "-i", INVENTORY)
     return {
+        "watcher_stopped": stopped,
         "window_s": window_s,
         "idle_cpu_s_per_min": idle,
         "watching_cpu_s_per_min": watching,
@@ -245,14 +223,12 @@ def bench_watch(host: SandboxHost, work: Path, env: dict[str, str], window_s: fl
 
 
 # --- report ---------------------------------------------------------------------------------------------
-def table(result: dict[str, Any]) -> str:
+def rows(result: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(what, measured, ratio) per row: the printed table and README's (--markdown) are made from these."""
     p, d, s, w = result["provisioning"], result["data"], result["submit"], result["watch"]
-    noop, facts = statistics.median(p["noop_s"]), statistics.median(p["facts_only_s"])
     up, down = d["mb_per_s"], d["mb_per_s"]
-    rows = [
-        ("provisioning", f"{p['hosts']} hosts: first {p['first_s']:.1f}s, no-op {noop:.1f}s, "
-         f"facts only {facts:.1f}s",
-         f"no-op/first {p['noop_over_first']:.2f}; facts/no-op {p['facts_over_noop']:.2f}"),
+    return [
+        *provisioning.table_rows(p),
         ("upload", f"{d['size_mb']} MB: upload_files {up['upload_files']:.0f} MB/s, "
          f"scp {up['scp_up']:.0f} MB/s",
          f"{d['upload_over_scp']:.2f}x scp"),
@@ -266,21 +242,77 @@ def table(result: dict[str, Any]) -> str:
         ("watch polling", f"host CPU {w['watching_cpu_s_per_min']:.2f} s/min watching, "
          f"{w['idle_cpu_s_per_min']:.2f} idle", f"{w['watch_cost_share_of_one_core']:.4f} of one core"),
     ]  # fmt: skip
-    width = max(len(r[1]) for r in rows)
+
+
+def table(result: dict[str, Any]) -> str:
+    found = rows(result)
+    width = max(len(r[1]) for r in found)
     lines = [f"{'what':20} {'measured':{width}}  ratio", "-" * (width + 40)]
-    lines += [f"{a:20} {b:{width}}  {c}" for a, b, c in rows]
+    lines += [f"{a:20} {b:{width}}  {c}" for a, b, c in found]
     return "\n".join(lines)
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """README's benchmark table, from a run's JSON, with the machine it ran on."""
+    m = result.get("machine", {})
+    head = (
+        f"Run of {m.get('date', '?')} on {m.get('cpu', '?')}, {m.get('cpus', '?')} cores; load average "
+        f"{m.get('load_start', '?')} at the start, {m.get('load_end', '?')} at the end"
+        f"{' (--reduced)' if result.get('reduced') else ''}; total {result.get('total_s', 0):.0f} s.\n\n"
+    )
+    lines = ["| what | measured | ratio |", "|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} |" for a, b, c in rows(result)]
+    return head + "\n".join(lines)
+
+
+def machine() -> dict[str, Any]:
+    """What the numbers were measured on: the machine is shared, so its load is part of the result."""
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+         if line.startswith("model name")),
+        "unknown CPU",
+    )  # fmt: skip
+    return {
+        "cpus": os.cpu_count(),
+        "cpu": cpu,
+        "python": sys.version.split()[0],
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "load_start": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help="write the results here as JSON")
+    parser.add_argument("--out", type=Path, help="write the results here as JSON")
+    parser.add_argument(
+        "--markdown", type=Path, metavar="JSON", help="print README's table from a run's JSON; runs nothing"
+    )
     parser.add_argument("--hosts", type=int, default=3)
     parser.add_argument("--size-mb", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--watch-s", type=float, default=30.0)
+    parser.add_argument(
+        "--reduced", action="store_true", help="CI's smoke run: 1 host per engine, 1 round, 8 MB, 5 s watch"
+    )
     args = parser.parse_args()
+    if args.markdown:
+        print(markdown(json.loads(args.markdown.read_text())))
+        return
+    if args.out is None:
+        parser.error("--out is required")
+    if args.reduced:
+        args.hosts, args.rounds, args.size_mb, args.watch_s = 1, 1, 8, 5.0
     started = time.perf_counter()
+    result: dict[str, Any] = {"reduced": args.reduced, "machine": machine()}
+
+    def save(section: str, value: dict[str, Any]) -> None:
+        """Each section is written as soon as it is measured: a later failure keeps the earlier numbers."""
+        result[section] = value
+        result["total_s"] = time.perf_counter() - started
+        result["machine"]["load_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+        print(f"{section} done ({result['total_s']:.0f}s)", flush=True)
+
     with tempfile.TemporaryDirectory(prefix="rl-bench-") as tmp:
         work = Path(tmp)
         sbx = Sandbox(work / "sandbox")
@@ -293,18 +325,16 @@ def main() -> None:
         }
         os.environ["RADEONLAB_SANDBOX_DIR"] = str(sbx.state_dir)  # for load_inventory in this process
         try:
-            result: dict[str, Any] = {"provisioning": bench_provisioning(sbx, args.hosts, args.rounds, env)}
-            print(f"provisioning done ({time.perf_counter() - started:.0f}s)", flush=True)
+            save(
+                "provisioning",
+                provisioning.bench_provisioning(sbx, args.hosts, args.rounds, env, work / "ansible"),
+            )
             host = next(iter(sbx.hosts.values()))
-            result["data"] = bench_data(sbx, host, work, args.size_mb, args.rounds)
-            print(f"data done ({time.perf_counter() - started:.0f}s)", flush=True)
-            result["submit"] = bench_submit(host, work / "job", env, args.rounds)
-            result["watch"] = bench_watch(host, work / "job", env, args.watch_s)
+            save("data", bench_data(sbx, host, work, args.size_mb, args.rounds))
+            save("submit", bench_submit(host, work / "job", env, args.rounds))
+            save("watch", bench_watch(host, work / "job", env, args.watch_s))
         finally:
             sbx.destroy_all()
-    result["total_s"] = time.perf_counter() - started
-    result["machine"] = {"cpus": os.cpu_count(), "python": sys.version.split()[0]}
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(table(result))
     print(f"total {result['total_s']:.0f}s; JSON in {args.out}")
 

@@ -1,0 +1,141 @@
+"""Provisioning benchmark: radeonlab (pyinfra, deploy/setup.py) against its Ansible anchor, in one run.
+
+Two sets of N fresh SIMULATED workstations in one sandbox, served by one web server (the SIMULATED AMD apt
+repository and the local wheel index, so both engines install the same bytes from the same URLs):
+1. first provisioning: `pyinfra -y inventories/sandbox.py deploy/setup.py` on set R, then the Ansible
+   anchor (tests/bench/ansible/site.yml) on set A. radeonlab goes first, on colder caches (the machine's
+   page cache of the served files): an ordering bias, if any, favours Ansible.
+2. no-op re-runs, alternating which engine goes first each round, with pyinfra's bare fact gathering
+   (`--debug-facts` WITHOUT `-y`, see tests/bench/run.py) measured in the same rounds. A re-run that changes
+   anything is not a no-op: the bench stops (Ansible's PLAY RECAP changed=0 is checked on every host).
+Ratios are radeonlab / Ansible (lower is faster), from the first runs and from the medians of the no-ops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import statistics
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from radeonlab.sandbox import aptrepo, web, wheels
+from radeonlab.sandbox.hosts import Sandbox
+from tests.bench.ansible_inventory import PlaybookRun, run_playbook, write_inventory
+from tests.bench.phases import PYINFRA_STEP, Timed, run_timed
+
+REPO = Path(__file__).resolve().parents[2]
+INVENTORY = str(REPO / "inventories/sandbox.py")
+DEPLOY = "deploy/setup.py"
+CARD = "rx7900xtx"
+# Issue 15's goals, radeonlab / Ansible on 3 hosts (reported against, never asserted: timings are not tests).
+GOALS = {"first": 0.6, "noop": 0.25}
+
+
+@contextlib.contextmanager
+def served(sbx: Sandbox) -> Iterator[str]:
+    """The SIMULATED apt repository and wheel index served for the block; every host's data points at it."""
+    repo = aptrepo.build_repo(sbx.state_dir)
+    index = wheels.build_wheel_index(sbx.state_dir)
+    with web.spawn(sbx.www_dir) as server:
+        sbx.set_common_data(**repo.settings(server.url), **index.settings(server.url))
+        yield server.url
+
+
+def run_pyinfra(hosts: Iterable[str], env: dict[str, str], *args: str) -> Timed:
+    """`pyinfra -y` (or `args`) deploy/setup.py limited to `hosts`, timed from start to exit and per step."""
+    pyinfra = str(Path(sys.executable).with_name("pyinfra"))
+    limit = [a for h in hosts for a in ("--limit", h)]
+    argv = [pyinfra, *(args or ("-y",)), *limit, INVENTORY, DEPLOY]
+    run = run_timed(argv, REPO, env, PYINFRA_STEP)
+    if run.returncode != 0:
+        raise SystemExit(f"bench: {' '.join(argv[1:])} failed:\n{run.output[-3000:]}")
+    return run
+
+
+def run_anchor(sbx: Sandbox, hosts: list[str], work: Path, noop: bool = False) -> PlaybookRun:
+    """The Ansible anchor on `hosts` (inventory regenerated from the sandbox's current data)."""
+    run = run_playbook(write_inventory(sbx.state_dir, work, hosts), work)
+    changed = {h: n for h, n in run.changed().items() if n}
+    if noop and changed:
+        raise SystemExit(f"bench: the Ansible re-run changed something (not a no-op): {changed}")
+    return run
+
+
+def ansible_core_version() -> str:
+    return importlib.metadata.version("ansible-core")
+
+
+def bench_provisioning(sbx: Sandbox, n: int, rounds: int, env: dict[str, str], work: Path) -> dict[str, Any]:
+    work.mkdir(parents=True, exist_ok=True)
+    with served(sbx):
+        ours = [h.name for h in sbx.create_hosts(n, [CARD] * n)]
+        theirs = [h.name for h in sbx.create_hosts(n, [CARD] * n)]
+        first = run_pyinfra(ours, env)
+        anchor_first = run_anchor(sbx, theirs, work)
+        noops: list[Timed] = []
+        anchor_noops: list[PlaybookRun] = []
+        facts = []
+        for r in range(rounds):
+            if r % 2:
+                anchor_noops.append(run_anchor(sbx, theirs, work, noop=True))
+            noops.append(run_pyinfra(ours, env))
+            facts.append(run_pyinfra(ours, env, "--debug-facts").seconds)  # no -y: see tests/bench/run.py
+            if not r % 2:
+                anchor_noops.append(run_anchor(sbx, theirs, work, noop=True))
+    return summary(n, first, anchor_first, noops, anchor_noops, facts)
+
+
+def summary(
+    n: int,
+    first: Timed,
+    anchor_first: PlaybookRun,
+    noops: list[Timed],
+    anchor_noops: list[PlaybookRun],
+    facts: list[float],
+) -> dict[str, Any]:
+    """The provisioning part of the bench JSON: seconds, medians, ratios radeonlab/Ansible, per-step times."""
+    noop, anchor_noop = [t.seconds for t in noops], [t.seconds for t in anchor_noops]
+    med_noop, med_anchor = statistics.median(noop), statistics.median(anchor_noop)
+    return {
+        "hosts": n,
+        "first_s": first.seconds,
+        "noop_s": noop,
+        "facts_only_s": facts,
+        "noop_over_first": med_noop / first.seconds,
+        "facts_over_noop": statistics.median(facts) / med_noop,
+        "ansible": {
+            "ansible_core": ansible_core_version(),
+            "first_s": anchor_first.seconds,
+            "first_changed": anchor_first.changed(),
+            "noop_s": anchor_noop,
+        },
+        "over_ansible_first": first.seconds / anchor_first.seconds,
+        "over_ansible_noop": med_noop / med_anchor,
+        "goals": GOALS,
+        # Where the time goes: each step's wall-clock seconds (all hosts in parallel), first run and the
+        # last no-op of each engine (tests/bench/phases.py).
+        "phases": {
+            "radeonlab_first": first.phases,
+            "ansible_first": anchor_first.phases,
+            "radeonlab_noop": noops[-1].phases,
+            "ansible_noop": anchor_noops[-1].phases,
+        },
+    }
+
+
+def table_rows(p: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The provisioning rows of tests/bench/run.py's table."""
+    a = p["ansible"]
+    noop, facts = statistics.median(p["noop_s"]), statistics.median(p["facts_only_s"])
+    return [
+        ("provisioning", f"{p['hosts']} hosts: first {p['first_s']:.1f}s, no-op {noop:.1f}s, "
+         f"facts only {facts:.1f}s",
+         f"no-op/first {p['noop_over_first']:.2f}; facts/no-op {p['facts_over_noop']:.2f}"),
+        ("vs Ansible", f"ansible-core {a['ansible_core']}: first {a['first_s']:.1f}s, "
+         f"no-op {statistics.median(a['noop_s']):.1f}s",
+         f"first {p['over_ansible_first']:.2f}x (goal <= {GOALS['first']}); "
+         f"no-op {p['over_ansible_noop']:.2f}x (goal <= {GOALS['noop']})"),
+    ]  # fmt: skip

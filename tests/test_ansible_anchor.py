@@ -1,0 +1,116 @@
+"""The benchmark's Ansible anchor does what deploy/setup.py does (end to end, SIMULATED workstations).
+
+Three fresh sandbox hosts (one per simulated card) are provisioned by radeonlab (`pyinfra -y
+inventories/sandbox.py deploy/setup.py`), three more by tests/bench/ansible/site.yml with ansible-core, from
+the same SIMULATED AMD apt repository and wheel index at the same URLs. Then, card by card, the hosts must
+not differ (tests/bench/equivalence.py: the roles' files, the host record minus volatile fields, the Debian
+packages, the venv's pip freeze, the user's groups and folders) except where ACCEPTED says why. A second
+playbook run must change nothing: the bench times it as Ansible's no-op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from radeonlab.sandbox.hosts import Sandbox, SandboxHost
+from radeonlab.sandbox.provision import sandbox_env
+from tests.bench.ansible_inventory import PlaybookRun
+from tests.bench.equivalence import differences, host_state, unexplained
+from tests.bench.provisioning import run_anchor, run_pyinfra, served
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
+
+CARDS = ("rx7900xtx", "rx6700xt", "rx9070xt")
+PIN = "file /etc/apt/preferences.d/rocm-pin-600"
+# Differences between a radeonlab host and an Ansible host that are the engines', not the playbook's.
+ACCEPTED: dict[str, str] = {
+    "package python3-apt:amd64": "Ansible's apt module runs on the host's python3 and needs python3-apt: "
+    "it installs it on first use",
+    "package python-apt-common:all": "installed with python3-apt (a dependency)",
+    "package distro-info-data:all": "installed with python3-apt (a dependency)",
+    "package iso-codes:all": "installed with python3-apt (a recommendation)",
+    "package lsb-release:all": "installed with python3-apt (a recommendation)",
+    "package python3-packaging:all": "Ansible's pip module needs `packaging` (or setuptools) in the host's "
+    "python3 to compare versions; the playbook installs it",
+    PIN: "pyinfra renders templates with Jinja's keep_trailing_newline, Ansible's template module restores "
+    "only as many trailing newlines as the template source has: roles/rocm's apt-pin.j2 ends with a value "
+    "that ends in a newline, so pyinfra's file has one more, empty, last line (apt ignores it)",
+}
+
+
+@dataclass
+class Pairs:
+    hosts: dict[str, tuple[SandboxHost, SandboxHost]]  # card -> (radeonlab host, Ansible host)
+    first: PlaybookRun
+    second: PlaybookRun
+
+
+@pytest.fixture(scope="module")
+def pairs(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pairs]:
+    work = tmp_path_factory.mktemp("ansible")
+    made: list[SandboxHost] = []
+    try:
+        with served(sandbox):
+            hosts = {}
+            for card in CARDS:
+                ours, theirs = (sandbox.create_host(f"{who}-{card}", card=card) for who in ("rl", "an"))
+                made += [ours, theirs]
+                hosts[card] = (ours, theirs)
+            run_pyinfra([h.name for h, _ in hosts.values()], sandbox_env(sandbox))
+            names = [h.name for _, h in hosts.values()]
+            first = run_anchor(sandbox, names, work)
+            second = run_anchor(sandbox, names, work)
+        yield Pairs(hosts, first, second)
+    finally:
+        for h in made:
+            sandbox.destroy_host(h.name)
+
+
+def test_the_playbook_ran_on_every_host_and_changed_things(pairs: Pairs) -> None:
+    for _, theirs in pairs.hosts.values():
+        recap = pairs.first.recap[theirs.name]
+        assert recap["failed"] == 0 and recap["unreachable"] == 0, recap
+        assert recap["changed"] > 10, recap  # key, sources, pin, packages, profile files, venv, record...
+
+
+def test_a_second_playbook_run_changes_nothing(pairs: Pairs) -> None:
+    """What the bench times as Ansible's no-op re-provision really is one."""
+    assert pairs.second.changed() == {h.name: 0 for _, h in pairs.hosts.values()}, pairs.second.output[-3000:]
+
+
+def test_the_hosts_end_up_the_same_except_for_the_accepted_differences(pairs: Pairs) -> None:
+    problems, stale = [], set(ACCEPTED)
+    for card, (ours, theirs) in pairs.hosts.items():
+        found = differences(host_state(ours), host_state(theirs))
+        extra, missing = unexplained(found, ACCEPTED)
+        problems += [f"{card}: {d}" for d in extra]
+        stale &= set(missing)
+    assert not problems, "\n".join(problems)
+    assert not stale, f"listed as accepted but no longer different (remove them from ACCEPTED): {stale}"
+
+
+def test_the_comparison_sees_what_matters(pairs: Pairs) -> None:
+    """The compared state holds the profile.d exports, the record's card and torch, packages and pip pins:
+    a comparison that read nothing would pass every host."""
+    ours, theirs = pairs.hosts["rx6700xt"]
+    state = host_state(theirs)
+    assert 'export HSA_OVERRIDE_GFX_VERSION="10.3.0"' in state["file /etc/profile.d/radeonlab-gpu.sh"]
+    record = state["file /etc/radeonlab/host.json"]
+    assert '"gfx": "gfx1031"' in record and '"simulated_cpu_build": true' in record, record
+    assert state["pip torch"].startswith("2.13.0") and state["pip llamafactory"] == "0.9.5"
+    assert state["package rocminfo:amd64"].endswith("ii")
+    assert host_state(ours)[PIN].endswith("Pin-Priority: 600\n\n")  # the accepted difference, as described
+    assert state[PIN].endswith("Pin-Priority: 600\n")
+
+
+def test_the_playbook_is_driven_by_the_hosts_data(pairs: Pairs) -> None:
+    """The sources point at the sandbox's SIMULATED repository (inventory data), not at AMD's default."""
+    _, theirs = pairs.hosts["rx7900xtx"]
+    sources = (theirs.root / "etc/apt/sources.list.d/rocm.list").read_text()
+    url = theirs.inventory_entry()["data"]["rocm_repo_url"]
+    assert f"{url}/7.2.4 jammy main" in sources, sources
+    assert Path(theirs.root / "etc/apt/keyrings/rocm.gpg").stat().st_size > 0

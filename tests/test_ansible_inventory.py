@@ -1,0 +1,128 @@
+"""The Ansible anchor's generated inventory and the host comparison: no sandbox, no Ansible run."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from radeonlab.roles.python_stack import plan as stack_plan
+from radeonlab.roles.rocm import repos
+from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
+from radeonlab.roles.rocm.defaults import SUPPORTED_DISTROS
+
+from tests.bench import ansible_inventory as ai
+from tests.bench.equivalence import Difference, differences, role_files, unexplained
+
+SANDBOX_DATA = {  # what radeonlab.sandbox's apt repo and wheel index set (aptrepo/wheels .settings())
+    "rocm_repo_url": "http://127.0.0.1:9/amd/rocm/apt",
+    "rocm_key_url": "http://127.0.0.1:9/amd/rocm/rocm.gpg.key",
+    "rocm_graphics_repo_url": "http://127.0.0.1:9/amd/graphics",
+    "rocm_coresdk_repo_url": "http://127.0.0.1:9/amd/rocm/packages",
+    "pytorch_index_url": "http://127.0.0.1:9/pypi/simple",
+    "python_stack_index_url": "http://127.0.0.1:9/pypi/simple",
+}
+ENTRY = {
+    "name": "ws1",
+    "ssh_hostname": "127.0.77.1",
+    "ssh_port": 2201,
+    "ssh_user": "lab",
+    "ssh_key": "/k/id_ed25519",
+    "ssh_known_hosts_file": "/k/known_hosts",
+    "card": "rx7900xtx",
+    "data": {**SANDBOX_DATA, "sandbox_only_key": 1},
+}
+
+
+def test_host_data_wins_over_the_roles_defaults_and_only_role_keys_are_taken() -> None:
+    data = ai.settings(ENTRY["data"])
+    assert data["rocm_repo_url"] == SANDBOX_DATA["rocm_repo_url"]
+    assert data["rocm_version"] == ROCM_DEFAULTS["rocm_version"]
+    assert "sandbox_only_key" not in data
+    assert set(data) == set(ai.ROLE_DEFAULTS)
+
+
+def test_sources_and_pin_are_the_rocm_roles_own_for_each_codename() -> None:
+    data = ai.settings(ENTRY["data"])
+    rocm = ai.rocm_sources(data)
+    assert set(rocm["sources"]) == set(SUPPORTED_DISTROS.values())
+    assert rocm["sources"]["bookworm"] == repos.legacy_sources(data, "bookworm")
+    assert rocm["sources"]["bookworm"][0].endswith("/amd/rocm/apt/7.2.4 jammy main")
+    assert rocm["pin"] == "Package: *\nPin: release o=repo.radeon.com\nPin-Priority: 600\n"
+    assert (rocm["keyring"], rocm["list_name"]) == ("/etc/apt/keyrings/rocm.gpg", "rocm")
+
+
+def test_the_core_sdk_stream_is_a_data_change() -> None:
+    data = ai.settings({**ENTRY["data"], "rocm_stream": "coresdk", "rocm_version": "7.12"})
+    rocm = ai.rocm_sources(data)
+    assert rocm["sources"]["bookworm"] == [
+        "deb [arch=amd64 signed-by=/etc/apt/keyrings/amdrocm.gpg] "
+        "http://127.0.0.1:9/amd/rocm/packages/debian12 stable main"
+    ]
+    assert (rocm["origin"], rocm["list_name"]) == ("repo.amd.com", "amdrocm")
+    assert role_files(data)[:3] == [
+        "/etc/apt/keyrings/amdrocm.gpg",
+        "/etc/apt/sources.list.d/amdrocm.list",
+        "/etc/apt/preferences.d/amdrocm-pin-600",
+    ]
+    with pytest.raises(ValueError, match="rocm_stream"):
+        ai.rocm_sources({**data, "rocm_stream": "nightly"})
+
+
+def test_pip_steps_are_the_python_stack_roles_for_an_empty_venv() -> None:
+    data = ai.settings(ENTRY["data"])
+    steps = ai.pip_steps(data)
+    want = stack_plan.pip_steps(data, str(data["rocm_version"]), {})
+    assert steps == [{"packages": s.packages, "pip_args": s.pip_args} for s in want]
+    assert steps[0]["pip_args"] == ["--index-url", SANDBOX_DATA["pytorch_index_url"]]
+    assert steps[-1]["packages"] == ["llamafactory==0.9.5"] and "--no-deps" in steps[-1]["pip_args"]
+
+
+def test_the_inventory_connects_as_pyinfra_does(tmp_path: Path) -> None:
+    (tmp_path / "inventory.json").write_text(json.dumps({"hosts": [ENTRY, {**ENTRY, "name": "ws2"}]}))
+    path = ai.write_inventory(tmp_path, tmp_path / "work", ["ws1"])
+    inv = yaml.safe_load(path.read_text())["all"]
+    assert list(inv["hosts"]) == ["ws1"]
+    host = inv["hosts"]["ws1"]
+    assert (host["ansible_host"], host["ansible_port"], host["ansible_user"]) == ("127.0.77.1", 2201, "lab")
+    assert "StrictHostKeyChecking=yes" in host["ansible_ssh_common_args"]
+    assert "UserKnownHostsFile=/k/known_hosts" in host["ansible_ssh_common_args"]
+    assert host["radeonlab"]["python_stack_index_url"] == SANDBOX_DATA["python_stack_index_url"]
+    with pytest.raises(ValueError, match="ws9"):
+        ai.write_inventory(tmp_path, tmp_path / "work", ["ws9"])
+
+
+def test_every_file_the_playbook_renders_is_a_roles_file() -> None:
+    playbook = ai.PLAYBOOK.read_text()
+    used = re.findall(r"\{\{ templates \}\}/([\w/.-]+)", playbook)
+    assert len(used) >= 6, used
+    for rel in used:
+        assert (ai.ROLES_DIR / rel).is_file(), rel
+
+
+def test_the_recap_parser_reads_each_hosts_counts() -> None:
+    out = (
+        "TASK [x] ***\nok: [ws1]\n\nPLAY RECAP *********\n"
+        "ws1                        : ok=30   changed=2    unreachable=0    failed=0    skipped=5    "
+        "rescued=0    ignored=0   \n"
+        "ws2                        : ok=3    changed=0    unreachable=1    failed=0    skipped=0    "
+        "rescued=0    ignored=0   \n"
+    )
+    recap = ai.parse_recap(out)
+    assert recap["ws1"]["changed"] == 2 and recap["ws2"]["unreachable"] == 1
+    assert ai.PlaybookRun(0, 1.0, out, recap=recap).changed() == {"ws1": 2, "ws2": 0}
+
+
+def test_differences_and_the_accepted_list() -> None:
+    ours = {"file /a": "x", "package curl": "1 ii", "pip torch": "2.13.0+cpu"}
+    theirs = {"file /a": "y", "package curl": "1 ii", "package python3-apt": "2.6.0 ii"}
+    found = differences(ours, theirs)
+    assert found == [
+        Difference("file /a", "x", "y"),
+        Difference("package python3-apt", None, "2.6.0 ii"),
+        Difference("pip torch", "2.13.0+cpu", None),
+    ]
+    extra, stale = unexplained(found, {"package python3-apt": "why", "package gone": "why"})
+    assert [d.key for d in extra] == ["file /a", "pip torch"] and stale == ["package gone"]
