@@ -1,5 +1,7 @@
 """A local PEP 503 wheel index holding the whole training stack, so sandbox hosts install it without PyPI.
 
+It also holds the python_stack_extras a CPU host can run (SANDBOX_EXTRAS: tensorboard), at the role's pins.
+
 Served from `www/pypi/` by the sandbox's web server; the product is pointed at it only through its own
 settings (`pytorch_index_url`, `python_stack_index_url`, see `WheelIndexInfo.settings`).
 
@@ -50,6 +52,10 @@ TARGET_GLIBC = (2, 36)
 LOCAL_TORCH_GLOB = "/opt/wheels/torch-{version}+cpu-cp311-cp311-*.whl"
 # torchaudio is not pinned by the role (it takes the one matching torch from the torch index).
 TORCHAUDIO_REQUIREMENT = "torchaudio"
+# python_stack_extras the sandbox hosts can be given (served at the role's python_stack_extras_versions
+# pins, with their dependencies): the ones a CPU host can really run. tensorboard: `report_to: tensorboard`
+# end to end (tests/test_after_train_e2e.py).
+SANDBOX_EXTRAS = ("tensorboard",)
 # What the SIMULATED repack removes: the CUDA-linked native libraries.
 TORCHAUDIO_DROPPED = re.compile(r"^torchaudio/lib/[^/]+\.so(\.[0-9]+)*$")
 REPACK_MARKER = "torchaudio/RADEONLAB_SANDBOX_REPACK.txt"
@@ -149,8 +155,15 @@ def lock_inputs() -> dict[str, object]:
         "torchaudio": TORCHAUDIO_REQUIREMENT,
         "llamafactory_version": DEFAULTS["llamafactory_version"],
         "python_stack_requirements": list(DEFAULTS["python_stack_requirements"]),  # type: ignore[call-overload]
+        "extras": extras_pins(),
         "target": [TARGET_PYTHON_VERSION, TARGET_ABI, TARGET_ARCH, list(TARGET_GLIBC)],
     }
+
+
+def extras_pins() -> list[str]:
+    """SANDBOX_EXTRAS at the role's pins (roles/python_stack/defaults.py python_stack_extras_versions)."""
+    versions: dict[str, str] = DEFAULTS["python_stack_extras_versions"]  # type: ignore[assignment]
+    return [f"{name}=={versions[name]}" for name in SANDBOX_EXTRAS]
 
 
 def inputs_digest() -> str:
@@ -200,13 +213,15 @@ def relock(path: Path = LOCK_FILE) -> int:
     torch = local_torch_wheel()
     reqs = [f"torch=={DEFAULTS['pytorch_version']}", TORCHAUDIO_REQUIREMENT]
     reqs += list(DEFAULTS["python_stack_requirements"])  # type: ignore[call-overload]
+    reqs += extras_pins()  # resolved with the stack, as the role installs them (the stack's pins hold)
     with tempfile.TemporaryDirectory() as tmp:
         links, dest = Path(tmp, "links"), Path(tmp, "dest")
         links.mkdir()
         # Only the local CPU torch is offered beside PyPI: its local version label (+cpu) sorts above
         # PyPI's CUDA 2.x.y, so pip takes it and resolves torch's own dependencies from PyPI.
         (links / torch.name).symlink_to(torch)
-        _pip_download(dest, ["--find-links", str(links), *reqs])
+        keep = _keep_constraints(path, Path(tmp, "keep.txt"), reqs)
+        _pip_download(dest, ["--find-links", str(links), *keep, *reqs])
         _pip_download(dest, ["--no-deps", f"llamafactory=={DEFAULTS['llamafactory_version']}"])
         pins, downloaded = [], 0
         for f in sorted(dest.iterdir()):
@@ -224,6 +239,18 @@ def relock(path: Path = LOCK_FILE) -> int:
     ]
     path.write_text("\n".join(header + [p.line() for p in sorted(pins, key=lambda p: p.name)]) + "\n")
     return downloaded
+
+
+def _keep_constraints(lock: Path, out: Path, reqs: list[str]) -> list[str]:
+    """pip arguments that keep the versions the current lock pins for what `reqs` does not pin itself (a
+    relock for a new requirement then adds wheels without moving the others, which every sandbox's cache
+    already holds)."""
+    if not lock.exists():
+        return []
+    named = {normalize(r.split("==")[0]) for r in reqs}
+    _, pins = read_lock(lock)
+    out.write_text("".join(f"{p.name}=={p.version}\n" for p in pins if p.name not in named))
+    return ["-c", str(out)]
 
 
 def _store(f: Path) -> int:
