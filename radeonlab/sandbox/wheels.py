@@ -52,9 +52,8 @@ TARGET_GLIBC = (2, 36)
 LOCAL_TORCH_GLOB = "/opt/wheels/torch-{version}+cpu-cp311-cp311-*.whl"
 # torchaudio is not pinned by the role (it takes the one matching torch from the torch index).
 TORCHAUDIO_REQUIREMENT = "torchaudio"
-# python_stack_extras the sandbox hosts can be given (served at the role's python_stack_extras_versions
-# pins, with their dependencies): the ones a CPU host can really run. tensorboard: `report_to: tensorboard`
-# end to end (tests/test_after_train_e2e.py).
+# python_stack_extras served to sandbox hosts (at the role's pins, with their dependencies): those a CPU host
+# can run. tensorboard: `report_to: tensorboard` end to end (tests/test_after_train_e2e.py).
 SANDBOX_EXTRAS = ("tensorboard",)
 # What the SIMULATED repack removes: the CUDA-linked native libraries.
 TORCHAUDIO_DROPPED = re.compile(r"^torchaudio/lib/[^/]+\.so(\.[0-9]+)*$")
@@ -162,8 +161,7 @@ def lock_inputs() -> dict[str, object]:
 
 def extras_pins() -> list[str]:
     """SANDBOX_EXTRAS at the role's pins (roles/python_stack/defaults.py python_stack_extras_versions)."""
-    versions: dict[str, str] = DEFAULTS["python_stack_extras_versions"]  # type: ignore[assignment]
-    return [f"{name}=={versions[name]}" for name in SANDBOX_EXTRAS]
+    return [f"{n}=={DEFAULTS['python_stack_extras_versions'][n]}" for n in SANDBOX_EXTRAS]  # type: ignore[index]
 
 
 def inputs_digest() -> str:
@@ -242,9 +240,8 @@ def relock(path: Path = LOCK_FILE) -> int:
 
 
 def _keep_constraints(lock: Path, out: Path, reqs: list[str]) -> list[str]:
-    """pip arguments that keep the versions the current lock pins for what `reqs` does not pin itself (a
-    relock for a new requirement then adds wheels without moving the others, which every sandbox's cache
-    already holds)."""
+    """pip -c keeping the current lock's versions of what `reqs` does not pin (a relock for a new requirement
+    adds wheels without moving the others, which every sandbox's cache already holds)."""
     if not lock.exists():
         return []
     named = {normalize(r.split("==")[0]) for r in reqs}
