@@ -341,3 +341,31 @@ def test_the_relay_carries_keys_up_and_output_down_until_the_program_ends(tmp_pa
     thread.join(5)
     assert status == 7 and bytes(got) == b"hello\n\x04"
     assert b"HELLO" in out.read_bytes()
+
+
+def test_a_dead_exports_config_alone_is_cleared_too(tmp_path: Path) -> None:
+    (tmp_path / ".tmp-merged-999999999.yaml").write_text("x: 1\n")  # killed before llamafactory wrote a file
+    (tmp_path / ".tmp-merged-other").mkdir()  # not a pid: not ours
+    assert host_export.clear_dead(str(tmp_path), "merged") == [".tmp-merged-999999999"]
+    assert os.listdir(tmp_path) == [".tmp-merged-other"]
+
+
+def test_a_hub_base_model_must_be_whole_in_the_hosts_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sha = "a" * 40
+    repo = tmp_path / "models--org--tiny"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(sha)
+    snapshot = repo / "snapshots" / sha
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(host_export.ExportError, match="config or weights missing") as gone:
+        host_export.base_in_cache("org/tiny", sha)
+    assert gone.value.kind == "model_gone" and gone.value.detail == {"model": "org/tiny", "revision": sha}
+    (snapshot / "model.safetensors").write_bytes(b"w")
+    assert host_export.base_in_cache("org/tiny", sha) == str(snapshot)
+    with pytest.raises(host_export.ExportError, match="not in the cache"):
+        host_export.base_in_cache("org/other", None)

@@ -51,14 +51,14 @@ def now() -> str:
 
 
 def temporary_dirs(export_root: str, name: str) -> list[tuple[str, int]]:
-    """(path, pid) of every temporary folder of export `name`."""
+    """(path, pid) of every export of `name` begun by process <pid>: its folder and/or its config."""
     prefix = f"{TMP_PREFIX}{name}-"
-    found = []
-    for entry in sorted(os.listdir(export_root)) if os.path.isdir(export_root) else []:
-        pid = entry[len(prefix) :]
+    found = set()
+    for entry in os.listdir(export_root) if os.path.isdir(export_root) else []:
+        pid = entry.removesuffix(".yaml")[len(prefix) :]
         if entry.startswith(prefix) and pid.isdigit():
-            found.append((os.path.join(export_root, entry), int(pid)))
-    return found
+            found.add((os.path.join(export_root, f"{prefix}{pid}"), int(pid)))
+    return sorted(found)
 
 
 def clear_dead(export_root: str, name: str) -> list[str]:
@@ -68,9 +68,8 @@ def clear_dead(export_root: str, name: str) -> list[str]:
         if alive(pid) and pid != os.getpid():
             raise ExportError("busy", f"an export of {name} is running on this host (pid {pid})")
         shutil.rmtree(path, ignore_errors=True)
-        for leftover in (f"{path}.yaml",):
-            if os.path.exists(leftover):
-                os.unlink(leftover)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{path}.yaml")
         removed.append(os.path.basename(path))
     return removed
 
@@ -133,7 +132,9 @@ def base_in_cache(model: str, revision: str | None) -> str:
     from huggingface_hub import snapshot_download
 
     try:
-        folder = snapshot_download(model, revision=revision, local_files_only=True)
+        folder = snapshot_download(  # HF_HUB_CACHE as this process has it (the host's shared cache)
+            model, revision=revision, cache_dir=os.environ.get("HF_HUB_CACHE"), local_files_only=True
+        )
     except Exception as exc:  # noqa: BLE001 - LocalEntryNotFoundError and its kin: not in this cache
         raise ExportError(
             "model_gone", f"not in the cache ({type(exc).__name__})", model=model, revision=revision
