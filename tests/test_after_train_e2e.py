@@ -123,6 +123,27 @@ def test_chat_prompt_answers_and_compares_with_the_base_model(lab: Lab, trained:
     assert rows[-1].startswith("base model alone"), rows
 
 
+def test_export_refusals_are_one_line(lab: Lab, trained: str) -> None:
+    """Before the job has an export (one already made is fetched without asking for the base model)."""
+    gptq = cli(lab, "export", trained, "--quantize", "4")
+    assert gptq.exit_code == 2, gptq.output
+    assert (
+        "lacks what export --quantize 4 needs: `export_quantization_bit` needs optimum>=1.24.0" in gptq.stderr
+    )
+    model = f"{JOBS_DIR}/{trained}/model"
+    lab.host.exec(["mv", model, f"{model}.away"])
+    try:
+        gone = cli(lab, "export", trained, "--merge", "--no-fetch")
+    finally:
+        lab.host.exec(["mv", f"{model}.away", model])
+    assert gone.exit_code == 1, gone.output
+    line = gone.stderr.strip().splitlines()[-1]  # after the progress line
+    assert (
+        line
+        == f"radeonlab: error: {trained} on {HOST}: the job's base model folder {model} is gone from the host"
+    )
+
+
 def test_a_killed_export_leaves_no_model_that_fetch_would_take(lab: Lab, trained: str) -> None:
     export_dir = f"{JOBS_DIR}/{trained}/export"
     argv = [EXE, "export", trained, "--merge", "-i", INVENTORY]
@@ -149,7 +170,8 @@ def test_a_killed_export_leaves_no_model_that_fetch_would_take(lab: Lab, trained
     everything = run_json(lab, "fetch", trained, "--all", "--to", str(lab.work / "all"))
     assert not [f["name"] for f in everything["files"] if "export" in f["name"]]
     assert not (lab.work / "all" / "export").exists()
-    lab.answers["killed"] = ",".join(n for n in left if n.startswith(".tmp-merged-"))
+    begun = {n.removesuffix(".yaml") for n in left if n.startswith(".tmp-merged-")}  # its folder, its config
+    lab.answers["killed"] = ",".join(sorted(begun))
 
 
 def test_export_merge_fetches_a_model_that_answers_like_the_adapter(lab: Lab, trained: str) -> None:
@@ -193,26 +215,6 @@ def test_export_merge_fetches_a_model_that_answers_like_the_adapter(lab: Lab, tr
     again = cli(lab, "export", trained, "--merge", "--to", str(local))
     assert again.exit_code == 0, again.output
     assert "merged: already on the host" in again.stdout and "received 0 B" in again.stdout
-
-
-def test_export_refusals_are_one_line(lab: Lab, trained: str) -> None:
-    gptq = cli(lab, "export", trained, "--quantize", "4")
-    assert gptq.exit_code == 2, gptq.output
-    assert (
-        "lacks what export --quantize 4 needs: `export_quantization_bit` needs optimum>=1.24.0" in gptq.stderr
-    )
-    model = f"{JOBS_DIR}/{trained}/model"
-    lab.host.exec(["mv", model, f"{model}.away"])
-    try:
-        gone = cli(lab, "export", trained, "--merge")
-    finally:
-        lab.host.exec(["mv", f"{model}.away", model])
-    assert gone.exit_code == 1, gone.output
-    (line,) = gone.stderr.strip().splitlines()
-    assert (
-        line
-        == f"radeonlab: error: {trained} on {HOST}: the job's base model folder {model} is gone from the host"
-    )
 
 
 def tmux(*args: str) -> str:

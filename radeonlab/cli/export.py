@@ -56,6 +56,7 @@ def command(
     The adapter alone (no merge) is `radeonlab fetch JOB`."""
     from radeonlab.cli.views import rich_progress
     from radeonlab.errors import InputError
+    from radeonlab.jobs.ssh.transfer import human_bytes
     from radeonlab.jobs.track.export import fetch_export, run_export
     from radeonlab.jobs.track.handle import JobHandle
 
@@ -84,7 +85,7 @@ def command(
         )
         return
     made = "already on the host" if record.get("already") else "made on the host"
-    click.echo(f"{record['name']}: {made} ({record['files']} files, {record['bytes'] / 1e9:.2f} GB)")
+    click.echo(f"{record['name']}: {made} ({record['files']} files, {human_bytes(record['bytes'])})")
     if report is None:
         click.echo(f"on {handle.target.name}: {handle.dir.path(record['dir'])}")
         return
