@@ -42,6 +42,9 @@ def job_env(job_dir: str) -> dict[str, str]:
         "HF_HOME": os.path.join(cache, "hf"),
         "MPLCONFIGDIR": os.path.join(cache, "mpl"),
         "HF_HUB_OFFLINE": "1",
+        # a conversation, not a log: the libraries' loading chatter and generation warnings stay quiet
+        "LLAMAFACTORY_VERBOSITY": os.environ.get("LLAMAFACTORY_VERBOSITY", "WARN"),
+        "TRANSFORMERS_VERBOSITY": os.environ.get("TRANSFORMERS_VERBOSITY", "error"),
     }
     model_cache = read_json(HOST_RECORD_PATH).get("model_cache")
     if model_cache:
