@@ -369,3 +369,19 @@ def test_a_hub_base_model_must_be_whole_in_the_hosts_cache(
     assert host_export.base_in_cache("org/tiny", sha) == str(snapshot)
     with pytest.raises(host_export.ExportError, match="not in the cache"):
         host_export.base_in_cache("org/other", None)
+
+
+def test_a_file_the_config_names_is_uploaded_under_inputs(tmp_path: Path) -> None:
+    """plan.uploads_of: the deepspeed JSON (and any path key) goes to inputs/<key>/ in the job folder."""
+    from radeonlab.jobs.plan.model import ModelInfo
+    from radeonlab.jobs.plan.plan import uploads_of
+    from radeonlab.jobs.spec.load import load
+
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "z0.json").write_text('{"zero_optimization": {"stage": 0}}\n')
+    spec_file = tmp_path / "job.yaml"
+    spec_file.write_text("model_name_or_path: org/m\ndo_train: true\ndeepspeed: ds/z0.json\n")
+    uploads = uploads_of(load(spec_file), ModelInfo("org/m"), {})
+    assert [(u.dest, u.local.path) for u in uploads] == [
+        ("inputs/deepspeed/z0.json", tmp_path / "ds/z0.json")
+    ]

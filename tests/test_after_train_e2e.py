@@ -307,7 +307,7 @@ def test_a_two_value_sweep_makes_two_jobs_across_the_fleet_and_both_finish(
     sweep = ("--sweep", "learning_rate=5e-3,1e-3")
     shown = cli(lab, "submit", str(spec), *sweep, "--dry-run")
     assert shown.exit_code == 0, shown.output
-    assert shown.stdout.count("plan for ") == 2 and "= learning_rate=0.005" in shown.stdout, shown.stdout
+    assert shown.stdout.count("plan for ") == 2 and "= learning_rate=5e-3" in shown.stdout, shown.stdout
     assert (
         f"host {HOST} (sweep placement" in shown.stdout and f"host {SECOND} (sweep placement" in shown.stdout
     )
@@ -318,7 +318,7 @@ def test_a_two_value_sweep_makes_two_jobs_across_the_fleet_and_both_finish(
     for job_id in ids:
         status = run_json(lab, "status", job_id)
         records[job_id] = job_json(hosts[status["host"]], job_id)
-    assert sorted(r["overrides"]["learning_rate"] for r in records.values()) == [1e-3, 5e-3]
+    assert sorted(r["overrides"]["learning_rate"] for r in records.values()) == ["1e-3", "5e-3"]  # as typed
     assert {r["host"] for r in records.values()} == {HOST, SECOND}  # placed across the fleet
     for job_id in ids:
         watched = cli(lab, "watch", job_id)

@@ -260,7 +260,7 @@ def uploads_of(spec: Spec, model: model_module.ModelInfo, info: dict[str, Any]) 
     out = [Upload(LocalFile.of(p), f"data/{p.name}") for p in dataset_files(spec, info)]
     out += [Upload(LocalFile.of(p), f"model/{p.name}") for p in model.files]
     out += [Upload(LocalFile.of(spec.base_dir / f), Path(f).name) for f in spec.radeonlab.files]
-    out += [Upload(LocalFile.of(f.path), f.name) for f in config_files.local_files(spec)]
+    out += [Upload(LocalFile.of(f.local), f.remote) for f in config_files.local_files(spec)]
     return out
 
 

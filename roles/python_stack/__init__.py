@@ -118,14 +118,14 @@ def _install_extras(
     if not data.get("python_stack_extras"):
         return
     constraints = f"{paths.venv}/{plan.CONSTRAINTS_FILE}"
-    files.put(
+    files.put(  # as root, then owned by the training user: a put as another sudo user needs setfacl
         name="Write the stack's pins for the extras (pip constraints)",
         src=io.StringIO(plan.constraints_text(data)),
         dest=constraints,
         user=paths.user,
         group=paths.group,
         mode="644",
-        **as_user,
+        _sudo=True,
     )
     step = plan.extras_step(data, installed, constraints)
     if step is None:
