@@ -150,3 +150,51 @@ def test_why_the_torch_step_is_not_pyinfras_pip_packages() -> None:
         PkgInfo.from_pep508("torch[device-gfx1100]==2.13.0+rocm10.0.0").inst_vers
         == "torch==2.13.0+rocm10.0.0"
     )
+
+
+# --- python_stack_extras ---------------------------------------------------------------------------------
+def with_extras(*names: str) -> dict:
+    return {**DEFAULTS, "python_stack_extras": list(names)}
+
+
+def test_no_extras_by_default_and_no_step() -> None:
+    assert DEFAULTS["python_stack_extras"] == []
+    assert plan.extras_step(DEFAULTS, everything_installed(), "/v/c.txt") is None
+
+
+def test_extras_install_their_pins_from_the_stack_index_with_the_stack_as_constraints() -> None:
+    data = {
+        **with_extras("tensorboard", "Galore_Torch"),
+        "python_stack_index_url": "http://cache:8765/simple/",
+    }
+    constraints = "/home/lab/radeonlab/venv/radeonlab-constraints.txt"
+    step = plan.extras_step(data, everything_installed(), constraints)
+    assert step is not None
+    assert step.packages == ["tensorboard==2.21.0", "galore-torch==1.0"]
+    assert step.pip_args == [
+        "--index-url", "http://cache:8765/simple/", "-c", constraints,
+    ]  # fmt: skip
+    assert step.reasons == ["tensorboard missing", "galore-torch missing"]
+    text = plan.constraints_text(data)
+    assert "torch==2.13.0\n" in text and "transformers==4.57.6\n" in text and "llamafactory==0.9.5\n" in text
+
+
+def test_installed_extras_are_left_alone_and_a_wrong_version_is_reinstalled() -> None:
+    data = with_extras("tensorboard", "wandb")
+    installed = {**everything_installed(), "tensorboard": "2.21.0", "wandb": "0.30.0"}
+    step = plan.extras_step(data, installed, "/c")
+    assert (
+        step is not None and step.packages == ["wandb==0.31.0"] and step.reasons == ["wandb 0.30.0 != 0.31.0"]
+    )
+    installed["wandb"] = "0.31.0"
+    assert plan.extras_step(data, installed, "/c") is None
+    assert {"tensorboard", "wandb"} <= set(plan.watched_names(data))
+
+
+def test_an_extra_without_a_pinned_version_is_a_one_line_error() -> None:
+    with pytest.raises(
+        ValueError, match=r"'flash-attn' has no pinned version in python_stack_extras_versions"
+    ):
+        plan.extras_pins(with_extras("tensorboard", "flash-attn"))
+    with pytest.raises(ValueError, match="no pinned version"):
+        plan.watched_names(with_extras("nope"))

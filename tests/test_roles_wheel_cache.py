@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from radeonlab.roles.python_stack.defaults import DEFAULTS as STACK
 from radeonlab.roles.python_stack.plan import PythonChoice
 from radeonlab.roles.wheel_cache import plan
@@ -85,6 +86,26 @@ def test_digest_changes_with_pins_and_sources() -> None:
     assert base != plan.inputs_digest({**STACK, "pytorch_version": "2.12.0"}, upstream, "3.11")
     assert base != plan.inputs_digest(STACK, plan.Upstream.from_stack(STACK, "7.1.0"), "3.11")
     assert base != plan.inputs_digest(STACK, upstream, "3.12")
+
+
+def test_the_cache_fetches_every_hosts_extras_beside_the_pinned_stack() -> None:
+    upstream = plan.Upstream.from_stack(STACK, "7.2.4")
+    extras = plan.lab_extras(STACK, [["tensorboard"], [], ["wandb", "TensorBoard"]])
+    assert extras == ["tensorboard==2.21.0", "wandb==0.31.0"]  # the union, each once, at its pin
+    commands = [shlex.split(c) for c in plan.download_commands(STACK, upstream, "/c", "3.11", extras)]
+    assert len(commands) == 4
+    reqs, more = commands[1], commands[3]
+    assert more[: len(reqs)] == reqs  # same index, the downloaded files as --find-links, torch pinned
+    assert more[len(reqs) :] == extras
+    assert len(plan.download_commands(STACK, upstream, "/c", "3.11")) == 3  # no extras: no 4th download
+    base = plan.inputs_digest(STACK, upstream, "3.11")
+    assert plan.inputs_digest(STACK, upstream, "3.11", []) == base  # a lab without extras keeps its digest
+    assert plan.inputs_digest(STACK, upstream, "3.11", extras) != base  # a new extra: download it
+
+
+def test_an_unpinned_extra_on_any_host_is_refused() -> None:
+    with pytest.raises(ValueError, match="'flash-attn' has no pinned version"):
+        plan.lab_extras(STACK, [["tensorboard"], ["flash-attn"]])
 
 
 def test_index_builder_writes_pep503_pages_with_hashes(tmp_path: Path) -> None:

@@ -36,6 +36,7 @@ pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 REPO = Path(__file__).resolve().parent.parent
 CARDS = {"wc-cache": "rx7900xtx", "wc-2": "rx6700xt", "wc-3": "rx9070xt"}
 CACHE_HOST = "wc-cache"
+EXTRAS_HOST = "wc-3"
 GPU_NAMES = {
     "rx7900xtx": "Radeon RX 7900 XTX",
     "rx6700xt": "Radeon RX 6700 XT",
@@ -71,6 +72,7 @@ def lab(sandbox: Sandbox) -> Iterator[Lab]:
         hosts = {name: sandbox.create_host(name, card=card, data=data) for name, card in CARDS.items()}
         # The cache server listens on the cache host's own loopback address (the sandbox's network rule).
         hosts[CACHE_HOST].set_data(wheel_cache_bind_address=hosts[CACHE_HOST].address)
+        hosts[EXTRAS_HOST].set_data(python_stack_extras=["tensorboard"])  # the cache must serve it too
         try:
             first = run_deploy(sandbox, list(hosts.values()))
             assert first.returncode == 0, first.stderr[-5000:]
@@ -118,6 +120,18 @@ def test_every_host_installed_torch_from_the_cache(lab: Lab) -> None:
     for h in lab.hosts.values():
         record = json.loads((h.root / "etc/radeonlab/host.json").read_text())
         assert record["torch"]["version"].startswith("2.13.0"), record["torch"]
+
+
+def test_one_hosts_extra_is_fetched_by_the_cache_and_installed_there_only(lab: Lab) -> None:
+    log = lab.hosts[CACHE_HOST].exec(f"cat {CACHE_DEFAULTS['wheel_cache_log']}").stdout
+    wheel = lab.index.files["tensorboard"].name
+    fetched = [line for line in log.splitlines() if f"GET /files/{wheel} " in line and '" 200 ' in line]
+    assert len(fetched) == 1, log[-3000:]  # from the cache, by the one host that asked for it
+    assert lab.served[f"/pypi/files/{wheel}"].requests == 1  # and into the cache once, from outside
+    for name, h in lab.hosts.items():
+        packages = json.loads((h.root / "etc/radeonlab/host.json").read_text())["packages"]
+        assert packages.get("tensorboard") == ("2.21.0" if name == EXTRAS_HOST else None), name
+        assert packages["transformers"] == "4.57.6"  # the extra moved no pin
 
 
 def test_second_run_changes_nothing(lab: Lab) -> None:

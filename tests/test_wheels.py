@@ -77,6 +77,8 @@ def test_lock_matches_python_stack_defaults() -> None:
         assert pins[wheels.normalize(name)] == version
     assert pins["llamafactory"] == DEFAULTS["llamafactory_version"]
     assert "torch" not in pins  # the local CPU wheel, not PyPI's CUDA build
+    for extra in wheels.SANDBOX_EXTRAS:  # served at the pin python_stack_extras installs
+        assert pins[extra] == DEFAULTS["python_stack_extras_versions"][extra]  # type: ignore[index]
 
 
 def test_isolated_pip_env_drops_machine_settings() -> None:

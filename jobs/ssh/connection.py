@@ -13,6 +13,9 @@ costs ~8 ms there vs ~25 ms through invoke's runner threads (speed.md).
   content-addressed folder on the host (~/.cache/radeonlab/code/<digest>); the first command that finds it
   missing uploads it (one tar stream) and runs again, so a new radeonlab version costs one upload per host;
 - every paramiko/socket failure becomes a one-line TransportError naming the host.
+
+Why this module is long: every way a command reaches a host (exec, host tool, stream channel, terminal)
+shares the one connection's checks and error wording here.
 """
 
 from __future__ import annotations
@@ -418,6 +421,22 @@ class Remote:
         raise TransportError(
             f"{self.target.name}: radeonlab's host code is still missing after installing it"
         )
+
+    def open_pty(
+        self, module: str, args: Sequence[str] = (), *, python: str | None = None
+    ) -> paramiko.Channel:
+        """A host tool on a pseudo-terminal, in a login shell (interactive: chat): the caller relays keys and
+        output (stderr merged); the host's terminal turns Ctrl-C into SIGINT and Ctrl-D into end of input."""
+        if not self._code_ready:  # a terminal session cannot be re-run: the code must be there first
+            self.install_code()
+        tool = self._tool_command(f"radeonlab.jobs.host.{module}", args, python)
+        try:
+            chan = self._client.get_transport().open_session(timeout=SETTINGS["connect_timeout"])  # type: ignore[union-attr]
+            chan.get_pty(term=os.environ.get("TERM") or "xterm", width=80, height=24)  # resize_pty follows
+            chan.exec_command(quote_argv(["bash", "-lc", tool]))
+        except (paramiko.SSHException, OSError, EOFError, AttributeError) as exc:
+            raise TransportError(f"{self.target.name}: cannot start a terminal session: {exc}") from None
+        return chan
 
     def open_tool(
         self,

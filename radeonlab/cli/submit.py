@@ -50,6 +50,13 @@ def print_plan(plan: Any) -> None:
     help="train across this many hosts (default: the spec's radeonlab.nodes, else 1); with --host, name "
     "them all: --host ws1,ws2 (the first is rank 0)",
 )
+@click.option(
+    "--sweep",
+    "sweeps",
+    multiple=True,
+    metavar="KEY=V1,V2",
+    help="one job per value (several --sweep: every combination), placed across the fleet",
+)
 @click.option("--dry-run", is_flag=True, help="print the plan and send nothing")
 @click.option("--strict", is_flag=True, help="refuse when the VRAM estimate does not fit the card")
 @click.option("--allow-shared", is_flag=True, help="run even if another job holds the GPU")
@@ -62,6 +69,7 @@ def command(
     inventory: str | None,
     host: str | None,
     nodes: int | None,
+    sweeps: tuple[str, ...],
     dry_run: bool,
     strict: bool,
     allow_shared: bool,
@@ -72,7 +80,9 @@ def command(
     """Check SPEC, place it, upload its data and start the training, detached.
 
     KEY=VALUE pairs override the spec's LLaMA-Factory keys (LLaMA-Factory's own syntax, e.g.
-    learning_rate=5e-5); they are checked like the spec and recorded in job.json. --dry-run prints the plan
+    learning_rate=5e-5); they are checked like the spec and recorded in job.json. --sweep
+    learning_rate=1e-4,5e-5 submits one job per value (each recorded with its overrides), spread over the
+    hosts that fit (or all on --host, queued). --dry-run prints the plan
     (hosts and why, precision, every key radeonlab changes, bytes to send, the VRAM estimate, the queue) and
     sends nothing. Exit status: 0 started (or queued), 1 it failed to start, 2 the spec or an option is wrong.
     """
@@ -82,6 +92,9 @@ def command(
     from radeonlab.jobs.plan.plan import plan_job
 
     inv = inventory_path(inventory)
+    if sweeps:
+        raise SystemExit(submit_sweep(spec, inv, sweeps, overrides, host, nodes, dry_run, strict,
+                                      allow_shared, follow, as_json))  # fmt: skip
     t0 = time.monotonic()
     try:
         plan = plan_job(
@@ -122,3 +135,64 @@ def command(
         from radeonlab.cli.watch import watch_job
 
         raise SystemExit(watch_job(result.job_id, inv, result.host, as_json=as_json))
+
+
+def submit_sweep(
+    spec: Path,
+    inv: str,
+    sweeps: tuple[str, ...],
+    overrides: tuple[str, ...],
+    host: str | None,
+    nodes: int | None,
+    dry_run: bool,
+    strict: bool,
+    allow_shared: bool,
+    follow: bool,
+    as_json: bool,
+) -> int:
+    """Plan every job of the sweep (nothing is sent if one is refused), then start them in order; 0 when
+    every job started (or queued), 1 when one did not."""
+    import contextlib
+
+    from radeonlab.cli.views import rich_progress
+    from radeonlab.errors import ChecksFailedError, InputError, RadeonlabError, one_line
+    from radeonlab.jobs.apply.submit import apply_plan, no_progress
+    from radeonlab.jobs.plan.sweep import plan_sweep
+
+    if follow:
+        raise InputError("--watch follows one job: watch a sweep's jobs with `radeonlab list` / `watch JOB`")
+    try:
+        plans = plan_sweep(spec, inv, sweeps, overrides=overrides, host=host, nodes=nodes, strict=strict,
+                           allow_shared=allow_shared, ask_blobs=dry_run, say=say)  # fmt: skip
+    except ChecksFailedError as exc:
+        for problem in exc.problems:
+            click.echo(str(problem), err=True)
+        raise
+    results, failed = [], 0
+    with contextlib.ExitStack() as opened:
+        for plan in plans:
+            opened.enter_context(plan)
+        if dry_run:
+            if as_json:
+                echo_json([plan.to_dict() for plan in plans])
+            for plan in [] if as_json else plans:
+                print_plan(plan)
+            return 0
+        for plan in plans:
+            try:
+                result = apply_plan(plan, progress_bar=no_progress if as_json else rich_progress, say=say)
+            except RadeonlabError as exc:  # the others still go: each job is independent
+                failed += 1
+                say(f"radeonlab: error: {plan.job_id} ({plan.rank0.host}): {one_line(exc)}")
+                continue
+            results.append(result)
+            ended = result.state.state.is_finished() and result.state.state.value != "succeeded"
+            failed += ended
+            swept = " ".join(f"{k}={v}" for k, v in plan.spec.overrides.items())
+            if not as_json:
+                click.echo(f"submitted {result.job_id} to {result.host} ({swept}): {result.state.summary()}")
+    if as_json:
+        echo_json([r.to_dict() for r in results])
+    else:
+        click.echo(f"  {len(results)} jobs; follow them: radeonlab list, radeonlab watch JOB")
+    return 1 if failed else 0

@@ -1,5 +1,7 @@
 """A local PEP 503 wheel index holding the whole training stack, so sandbox hosts install it without PyPI.
 
+It also holds the python_stack_extras a CPU host can run (SANDBOX_EXTRAS: tensorboard), at the role's pins.
+
 Served from `www/pypi/` by the sandbox's web server; the product is pointed at it only through its own
 settings (`pytorch_index_url`, `python_stack_index_url`, see `WheelIndexInfo.settings`).
 
@@ -53,6 +55,9 @@ TARGET_GLIBC = (2, 36)
 LOCAL_TORCH_GLOB = "/opt/wheels/torch-{version}+cpu-cp311-cp311-*.whl"
 # torchaudio is not pinned by the role (it takes the one matching torch from the torch index).
 TORCHAUDIO_REQUIREMENT = "torchaudio"
+# python_stack_extras served to sandbox hosts (at the role's pins, with their dependencies): those a CPU host
+# can run. tensorboard: `report_to: tensorboard` end to end (tests/test_after_train_e2e.py).
+SANDBOX_EXTRAS = ("tensorboard",)
 # What the SIMULATED repack removes: the CUDA-linked native libraries.
 TORCHAUDIO_DROPPED = re.compile(r"^torchaudio/lib/[^/]+\.so(\.[0-9]+)*$")
 REPACK_MARKER = "torchaudio/RADEONLAB_SANDBOX_REPACK.txt"
@@ -152,8 +157,14 @@ def lock_inputs() -> dict[str, object]:
         "torchaudio": TORCHAUDIO_REQUIREMENT,
         "llamafactory_version": DEFAULTS["llamafactory_version"],
         "python_stack_requirements": list(DEFAULTS["python_stack_requirements"]),  # type: ignore[call-overload]
+        "extras": extras_pins(),
         "target": [TARGET_PYTHON_VERSION, TARGET_ABI, TARGET_ARCH, list(TARGET_GLIBC)],
     }
+
+
+def extras_pins() -> list[str]:
+    """SANDBOX_EXTRAS at the role's pins (roles/python_stack/defaults.py python_stack_extras_versions)."""
+    return [f"{n}=={DEFAULTS['python_stack_extras_versions'][n]}" for n in SANDBOX_EXTRAS]  # type: ignore[index]
 
 
 def inputs_digest() -> str:
@@ -197,29 +208,21 @@ def check_lock(path: Path = LOCK_FILE) -> list[Pin]:
     return pins
 
 
-def kept_pins(path: Path = LOCK_FILE) -> list[str]:
-    """`name==version` of what the current lock holds: a relock keeps them unless the new inputs conflict
-    (adding one package must not move every unpinned dependency to PyPI's newest release)."""
-    if not path.exists():
-        return []
-    return [f"{p.name}=={p.version}" for p in read_lock(path)[1]]
-
-
 def relock(path: Path = LOCK_FILE, fresh: bool = False) -> int:
     """Resolve the stack against PyPI for the hosts' interpreter, write the lock, keep the files in the cache.
     Keeps the current lock's versions as constraints unless `fresh`. Returns the bytes downloaded."""
     torch = local_torch_wheel()
     reqs = [f"torch=={DEFAULTS['pytorch_version']}", TORCHAUDIO_REQUIREMENT]
     reqs += list(DEFAULTS["python_stack_requirements"])  # type: ignore[call-overload]
+    reqs += extras_pins()  # resolved with the stack, as the role installs them (the stack's pins hold)
     with tempfile.TemporaryDirectory() as tmp:
         links, dest = Path(tmp, "links"), Path(tmp, "dest")
         links.mkdir()
         # Only the local CPU torch is offered beside PyPI: its local version label (+cpu) sorts above
         # PyPI's CUDA 2.x.y, so pip takes it and resolves torch's own dependencies from PyPI.
         (links / torch.name).symlink_to(torch)
-        constraints = Path(tmp, "constraints.txt")
-        constraints.write_text("\n".join([] if fresh else kept_pins(path)) + "\n")
-        _pip_download(dest, ["--find-links", str(links), "-c", str(constraints), *reqs])
+        keep = [] if fresh else _keep_constraints(path, Path(tmp, "keep.txt"), reqs)
+        _pip_download(dest, ["--find-links", str(links), *keep, *reqs])
         _pip_download(dest, ["--no-deps", f"llamafactory=={DEFAULTS['llamafactory_version']}"])
         pins, downloaded = [], 0
         for f in sorted(dest.iterdir()):
@@ -237,6 +240,17 @@ def relock(path: Path = LOCK_FILE, fresh: bool = False) -> int:
     ]
     path.write_text("\n".join(header + [p.line() for p in sorted(pins, key=lambda p: p.name)]) + "\n")
     return downloaded
+
+
+def _keep_constraints(lock: Path, out: Path, reqs: list[str]) -> list[str]:
+    """pip -c keeping the current lock's versions of what `reqs` does not pin (a relock for a new requirement
+    adds wheels without moving the others, which every sandbox's cache already holds)."""
+    if not lock.exists():
+        return []
+    named = {normalize(r.split("==")[0]) for r in reqs}
+    _, pins = read_lock(lock)
+    out.write_text("".join(f"{p.name}=={p.version}\n" for p in pins if p.name not in named))
+    return ["-c", str(out)]
 
 
 def _store(f: Path) -> int:

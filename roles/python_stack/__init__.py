@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -74,6 +75,10 @@ def install_python_stack(
     as_user: dict[str, Any] = {"_sudo": True, "_sudo_user": paths.user}
     rocm_version = str(host.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"]))
 
+    try:
+        plan.extras_pins(data)  # a name without a pinned version stops here, before anything changes
+    except ValueError as e:
+        raise DeployError(f"{host.name}: {e}") from None
     python = _ensure_python(data)
 
     for path, mode in (
@@ -121,6 +126,37 @@ def install_python_stack(
             extra_install_args=" ".join(step.pip_args),
             **as_user,
         )
+    _install_extras(data, paths, python, installed, as_user)
+
+
+def _install_extras(
+    data: dict[str, Any], paths: StackPaths, python: str, installed: dict[str, Any], as_user: dict[str, Any]
+) -> None:
+    """python_stack_extras, at their pins, with the stack's pins as pip constraints (none of them moves)."""
+    if not data.get("python_stack_extras"):
+        return
+    constraints = f"{paths.venv}/{plan.CONSTRAINTS_FILE}"
+    files.put(  # as root, then owned by the training user: a put as another sudo user needs setfacl
+        name="Write the stack's pins for the extras (pip constraints)",
+        src=io.StringIO(plan.constraints_text(data)),
+        dest=constraints,
+        user=paths.user,
+        group=paths.group,
+        mode="644",
+        _sudo=True,
+    )
+    step = plan.extras_step(data, installed, constraints)
+    if step is None:
+        host.noop(f"python_stack_extras already installed: {', '.join(plan.extras_pins(data))}")
+        return
+    pip.packages(
+        name=f"Install the extras {', '.join(step.packages)} ({'; '.join(step.reasons[:3])})",
+        packages=step.packages,
+        virtualenv=paths.venv,
+        virtualenv_kwargs={"venv": True, "python": python},
+        extra_install_args=" ".join(shlex.quote(a) for a in step.pip_args),
+        **as_user,
+    )
 
 
 def _ensure_python(data: dict[str, Any]) -> str:

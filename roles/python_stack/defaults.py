@@ -158,6 +158,11 @@ DEFAULTS: dict[str, object] = {
         # oauthlib, click and markdown beside the pins above without changing any of them.
         "apprise==2.2.0",
     ],
+    # Optional packages this host's venv gets besides the stack, by name (PyPI spelling, e.g. ["tensorboard",
+    # "wandb"]): each at its version in python_stack_extras_versions below (a name not pinned there stops the
+    # deploy with an error), from the same index as the requirements (python_stack_index_url, or the lab
+    # wheel cache), constrained so that no pin above moves. `radeonlab submit` names the one a config needs.
+    "python_stack_extras": [],
     # Optional packages a job's config may need (jobs/spec/needs.py says which key needs which), at the
     # versions a host's `python_stack_extras` list installs them (names listed there). Each is the
     # newest release on PyPI (2026-12) that pip resolves beside the pins above without changing any of them

@@ -214,6 +214,53 @@ def pip_steps(
     return steps
 
 
+# Beside the venv: the pins the extras' install must not move (pip -c), written by the role.
+CONSTRAINTS_FILE = "radeonlab-constraints.txt"
+
+
+def extras_pins(data: Mapping[str, Any]) -> list[str]:
+    """`name==version` for every name in python_stack_extras, at its python_stack_extras_versions pin.
+
+    Raises ValueError (one line) for a name that has no pinned version."""
+    versions = {
+        normalize(k): (k, str(v)) for k, v in (data.get("python_stack_extras_versions") or {}).items()
+    }
+    pins = []
+    for name in data.get("python_stack_extras") or []:
+        found = versions.get(normalize(str(name)))
+        if found is None:
+            raise ValueError(
+                f"python_stack_extras: {name!r} has no pinned version in python_stack_extras_versions "
+                f"(pinned: {', '.join(sorted(k for k, _ in versions.values()))}); add "
+                f'"{name}": "<version>" there, or remove it'
+            )
+        pins.append(f"{found[0]}=={found[1]}")
+    return pins
+
+
+def constraints_text(data: Mapping[str, Any]) -> str:
+    """pip constraints for installing the extras: the stack's own pins stay where they are."""
+    pins = [f"torch=={data['pytorch_version']}", *data["python_stack_requirements"]]
+    pins.append(f"llamafactory=={data['llamafactory_version']}")
+    return (
+        "# written by radeonlab's python_stack role: the pinned stack (extras must not move it)\n"
+        + "".join(f"{p}\n" for p in pins)
+    )
+
+
+def extras_step(
+    data: Mapping[str, Any], installed: Mapping[str, str | None], constraints: str
+) -> Step | None:
+    """The pip install of the extras still missing (or at another version), from python_stack_index_url
+    with the stack as constraints (`constraints` is the file's path on the host); None when all match."""
+    wanted = extras_pins(data)
+    reasons = [r for r in (_mismatch(p, installed) for p in wanted) if r]
+    if not reasons:
+        return None
+    missing = [p for p in wanted if _mismatch(p, installed)]
+    return Step(missing, ["--index-url", str(data["python_stack_index_url"]), "-c", constraints], reasons)
+
+
 def watched_names(data: Mapping[str, Any], gfx_targets: Sequence[str] = ()) -> list[str]:
     """Every distribution whose installed version the role checks (the device packages of AMD's extras
     too)."""
@@ -223,5 +270,6 @@ def watched_names(data: Mapping[str, Any], gfx_targets: Sequence[str] = ()) -> l
         *data["python_stack_requirements"],
         "llamafactory",
         *(f"rocm-sdk-device-{t}" for t in gfx_targets if t and data.get("pytorch_source", "amd") == "amd"),
+        *extras_pins(data),
     ]
     return sorted({_pin(s)[0] for s in specs})

@@ -64,7 +64,11 @@ def _serve_cache(data: dict[str, Any]) -> None:
     except ValueError as e:
         raise DeployError(f"{host.name}: {e}") from None
     pyver = plan.python_version(data, choice, python3)
-    digest = plan.inputs_digest(stack, upstream, pyver)
+    try:  # every host's extras: the cache serves the whole lab
+        extras = plan.lab_extras(stack, [h.data.get("python_stack_extras", []) for h in inventory])
+    except ValueError as e:
+        raise DeployError(f"{host.name}: {e}") from None
+    digest = plan.inputs_digest(stack, upstream, pyver, extras)
     cache_dir = str(data["wheel_cache_dir"]).rstrip("/")
     port, bind = int(data["wheel_cache_port"]), str(data["wheel_cache_bind_address"])
     probe_url = f"http://{plan.probe_address(bind)}:{port}/{plan.SIMPLE}/"
@@ -92,7 +96,7 @@ def _serve_cache(data: dict[str, Any]) -> None:
         server.shell(
             name=f"Download the pinned training stack for Python {pyver} into the wheel cache",
             commands=[
-                *plan.download_commands(stack, upstream, cache_dir, pyver),
+                *plan.download_commands(stack, upstream, cache_dir, pyver, extras),
                 shlex.join(["python3", f"{cache_dir}/{plan.INDEX_SCRIPT}", cache_dir]),
                 f"echo {digest} > {stamp}.tmp && mv -f {stamp}.tmp {stamp}",
             ],

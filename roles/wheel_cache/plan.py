@@ -74,7 +74,16 @@ def python_version(
     return ".".join(python3_version.split(".")[:2])
 
 
-def inputs_digest(stack: Mapping[str, Any], upstream: Upstream, pyver: str) -> str:
+def lab_extras(stack: Mapping[str, Any], extras_per_host: Sequence[Sequence[str]]) -> list[str]:
+    """`name==version` of every python_stack_extras name any host of the lab asks for (the cache serves
+    them all), at the cache host's python_stack_extras_versions. ValueError for a name not pinned."""
+    names = sorted({stack_plan.normalize(str(n)) for extras in extras_per_host for n in extras or []})
+    return stack_plan.extras_pins({**stack, "python_stack_extras": names})
+
+
+def inputs_digest(
+    stack: Mapping[str, Any], upstream: Upstream, pyver: str, extras: Sequence[str] = ()
+) -> str:
     """What the cache holds is fully decided by these; a new digest means download (what is missing)."""
     inputs = {
         "torch": [stack["pytorch_version"], *stack["pytorch_extra_packages"]],
@@ -85,13 +94,19 @@ def inputs_digest(stack: Mapping[str, Any], upstream: Upstream, pyver: str) -> s
         "source": stack.get("pytorch_source", "amd"),
         "python": pyver,
     }
+    if extras:  # absent when empty: a lab without extras keeps the digest (and download) it had
+        inputs["extras"] = sorted(extras)
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def download_commands(stack: Mapping[str, Any], upstream: Upstream, cache_dir: str, pyver: str) -> list[str]:
+def download_commands(
+    stack: Mapping[str, Any], upstream: Upstream, cache_dir: str, pyver: str, extras: Sequence[str] = ()
+) -> list[str]:
     """The pip downloads, in the order python_stack installs: torch (+ extras; with AMD's wheels one device
     extra per target of the lab, so each device package is fetched once per lab) from the torch index, the
-    requirements from the Python index, llamafactory without dependencies.
+    requirements from the Python index, llamafactory without dependencies, then the lab's
+    python_stack_extras (`extras`: name==version, see lab_extras) with their dependencies, resolved beside
+    the pinned stack (the same --find-links and pins, so a dependency that a pin satisfies is not fetched).
 
     The requirements are resolved with the downloaded folder as --find-links and torch pinned: accelerate,
     peft and trl depend on torch, and the Python index (PyPI) would otherwise add its own (CUDA) torch.
@@ -112,7 +127,10 @@ def download_commands(stack: Mapping[str, Any], upstream: Upstream, cache_dir: s
     requirements += list(stack["python_stack_requirements"])
     llamafactory = [*pip, "--no-deps", "--index-url", upstream.index_url]
     llamafactory += [f"llamafactory=={stack['llamafactory_version']}"]
-    return [shlex.join(argv) for argv in (torch, requirements, llamafactory)]
+    commands = [torch, requirements, llamafactory]
+    if extras:
+        commands.append([*requirements, *extras])
+    return [shlex.join(argv) for argv in commands]
 
 
 def probe_address(bind_address: str) -> str:

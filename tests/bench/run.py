@@ -42,7 +42,7 @@ from radeonlab.jobs.apply.sync import fetch_files, upload_files
 from radeonlab.jobs.fleet.inventory import load_inventory
 from radeonlab.jobs.ssh.connection import connect
 
-from radeonlab.sandbox import aptrepo, demodata, reap, tinymodel, web, wheels
+from radeonlab.sandbox import demodata, reap, tinymodel
 from radeonlab.sandbox.demo import write_spec
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost
 from tests.bench import provisioning, transfer
