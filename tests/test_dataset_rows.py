@@ -30,7 +30,7 @@ def test_250_rows_three_bad_rows_named_in_one_check_run(tmp_path: Path) -> None:
     (data / "dataset_info.json").write_text(json.dumps({"rows": {"file_name": "rows.jsonl"}}))
     spec = tmp_path / "job.yaml"
     spec.write_text("model_name_or_path: m\ndo_train: true\ndataset: rows\n")
-    result = CliRunner().invoke(main, ["check", str(spec), "--json"])
+    result = CliRunner().invoke(main, ["check", str(spec), "--json", "--no-hub"])
     assert result.exit_code == 1
     found = [(Path(p["file"]).name, p["line"], p["message"]) for p in json.loads(result.output)]
     assert [(name, line) for name, line, _ in found] == [

@@ -344,4 +344,4 @@ def test_cli_gpus_table_and_no_gpu(tmp_path: Path) -> None:
     table = CliRunner().invoke(main, ["gpus", "--sysfs", str(root), "--rocm-version", "10.0"])
     assert table.exit_code == 0 and "PYTORCH_ROCM_ARCH=gfx1033 (AMD's wheels)" in table.output
     empty = CliRunner().invoke(main, ["gpus", "--sysfs", str(tmp_path / "empty")])
-    assert empty.exit_code == 1 and "No AMD GPU found" in empty.output
+    assert empty.exit_code == 1 and "no AMD GPU found under" in empty.output

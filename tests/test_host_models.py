@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from radeonlab.jobs.host import models
+from radeonlab.jobs.host import VENV_TOOLS, models
 
 from radeonlab.sandbox import hub as sandbox_hub
 from radeonlab.sandbox.hubcatalog import TINY_GATED, TINY_PUBLIC, TOKEN_DENIED, TOKEN_GRANTED
@@ -216,7 +216,8 @@ def test_files_a_fine_tune_needs() -> None:
 
 def test_other_host_modules_import_only_the_stdlib() -> None:
     """They run on the host's system python3, which has neither radeonlab's dependencies nor the stack."""
-    venv_tools = {TOOL.name, "tryout.py"}  # run by the training venv's python (they import the stack)
+    venv_tools = {f"{name}.py" for name in VENV_TOOLS}
+    assert all((TOOL.parent / name).is_file() for name in venv_tools)  # no stale name hides a module
     for path in sorted(TOOL.parent.glob("*.py")):
         if path.name in venv_tools:
             continue

@@ -91,11 +91,11 @@ def test_code_problem_names_an_altered_a_missing_and_an_extra_file(tmp_path: Pat
     (pycache / "launcher.cpython-311.pyc").write_bytes(b"compiled")
     assert code_problem(str(job), code) is None
 
-    altered = job / "host/radeonlab/jobs/host/queue.py"
+    altered = job / "host/radeonlab/jobs/host/gpu_queue.py"
     original = altered.read_bytes()
     altered.write_bytes(original.replace(b"POLL_S = 1.0", b"POLL_S = 0.0"))
     problem = code_problem(str(job), code)
-    assert problem is not None and problem.startswith("host/radeonlab/jobs/host/queue.py differs")
+    assert problem is not None and problem.startswith("host/radeonlab/jobs/host/gpu_queue.py differs")
     assert hashlib.sha256(altered.read_bytes()).hexdigest()[:16] in problem
     altered.write_bytes(original)
 

@@ -90,7 +90,7 @@ def test_every_pinned_extra_is_a_distribution_some_rule_needs() -> None:
 
 def test_base_stack_needs_are_not_listed_by_check(tmp_path: Path) -> None:
     path = spec(tmp_path, "plot_loss: true\nreport_to: tensorboard\n")
-    result = CliRunner().invoke(main, ["check", str(path), "--json"])
+    result = CliRunner().invoke(main, ["check", str(path), "--json", "--no-hub"])
     assert result.exit_code == 0
     infos = [p for p in json.loads(result.output) if p["severity"] == INFO]
     assert len(infos) == 1 and "needs tensorboard on the host" in infos[0]["message"]

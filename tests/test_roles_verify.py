@@ -17,6 +17,7 @@ CPU_REPORT = {
     "hip": None,
     "cuda": None,
     "cuda_available": False,
+    "cpu_build": True,
     "error": None,
     "devices": [],
     "gpu_checks": "CPU build of torch: GPU checks not run (simulated workstation)",
@@ -45,12 +46,13 @@ def make(
 
 def test_record_follows_the_contract() -> None:
     r = make()
-    assert r["schema"] == 1 and r["host"] == "ws1" and r["venv"].startswith("/")
+    assert r["schema"] == 2 and r["host"] == "ws1" and r["venv"].startswith("/")
     assert r["torch"] == {
         "version": "2.13.0+cpu",
         "hip": None,
         "cuda_available": False,
-        "simulated_cpu_build": True,
+        "cpu_build": True,
+        "cpu_allowed": False,
         "source": "",
     }
     assert r["gpus"][0]["gfx"] == "gfx1100" and r["gpus"][0]["index"] == 0
@@ -59,9 +61,10 @@ def test_record_follows_the_contract() -> None:
     assert json.loads(rec.dumps(r)) == r
 
 
-def test_rocm_build_is_not_flagged_simulated() -> None:
+def test_rocm_build_is_not_flagged_cpu() -> None:
     report = {**CPU_REPORT, "torch": "2.13.0+rocm7.2", "hip": "7.2.53211", "cuda_available": True}
-    assert make(report=report)["torch"]["simulated_cpu_build"] is False
+    report.pop("cpu_build", None)
+    assert make(report=report)["torch"]["cpu_build"] is False
 
 
 def test_only_volatile_fields_changed_means_current() -> None:

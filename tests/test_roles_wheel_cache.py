@@ -89,6 +89,7 @@ def test_digest_changes_with_pins_and_sources() -> None:
 
 
 def test_the_cache_fetches_every_hosts_extras_beside_the_pinned_stack() -> None:
+    STACK = PT  # noqa: N806 - download.pytorch.org: three downloads before the extras
     upstream = plan.Upstream.from_stack(STACK, "7.2.4")
     extras = plan.lab_extras(STACK, [["tensorboard"], [], ["wandb", "TensorBoard"]])
     assert extras == ["tensorboard==2.21.0", "wandb==0.31.0"]  # the union, each once, at its pin
