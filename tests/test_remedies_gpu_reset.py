@@ -29,6 +29,7 @@ def test_retry_once_with_hipblaslt_off_from_the_newest_checkpoint() -> None:
     assert remedies.env_changes(first.overrides) == {"TORCH_BLAS_PREFER_HIPBLASLT": "0"}
     assert first.resume_from_checkpoint == "checkpoint-10" and first.note.startswith("remedy gpu_reset/")
     history = [AttemptRecord(n=1, created_at="t0"), first.record(2, "t1")]
+    assert history[1].env == {"TORCH_BLAS_PREFER_HIPBLASLT": "0"}  # what the supervisor starts it with
     again = remedies.next_attempt({"learning_rate": 1e-4}, d, history, {}, checkpoint_listing=LISTING)
     assert isinstance(again, remedies.GiveUp) and "gpu_reset ladder has been applied" in again.reason
 

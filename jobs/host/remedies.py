@@ -228,7 +228,8 @@ class Attempt:
         return AttemptRecord(
             n=n,
             created_at=created_at,
-            overrides=self.overrides,
+            overrides=self.overrides,  # env: keys stay here too: the ladder reads them back (_env)
+            env=env_changes(self.overrides),
             resume_from_checkpoint=self.resume_from_checkpoint,
             note=self.note,
         )

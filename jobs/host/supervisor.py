@@ -157,6 +157,8 @@ class Supervisor:
         attempt = self.job.attempts[-1]
         config = remedies.effective_config(self.base_config(), self.job.attempts)
         config.pop("resume_from_checkpoint", None)
+        for key in [k for k in config if k.startswith(remedies.ENV_PREFIX)]:
+            del config[key]  # an environment change (attempt.env), not a LLaMA-Factory argument
         if attempt.resume_from_checkpoint:
             config["resume_from_checkpoint"] = os.path.join(self.output, attempt.resume_from_checkpoint)
         header = [

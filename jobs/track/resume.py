@@ -71,6 +71,9 @@ def resume(handle: JobHandle, *, environ: Mapping[str, str] | None = None, say: 
     check_resumable(handle.id, handle.state, handle.alive)
     names = list(handle.job.secret_names)
     values = secrets.from_environment(names, os.environ if environ is None else environ)
+    if secrets.NOTIFY_ENV in names and secrets.NOTIFY_ENV not in values:
+        # the URLs came from the inventory, not the laptop's environment: take them from there again
+        values.update(secrets.notify_secret(None, handle.target.data))
     missing = [n for n in names if n not in values]
     if missing:
         say(
