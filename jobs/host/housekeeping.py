@@ -20,20 +20,14 @@ import shutil
 import sys
 import time
 
+from radeonlab.jobs.host import remedies
+
 from radeonlab.contract.jobdir import FILES, FINISHED_STATES, blobs_dir, job_alive, read_json, scan
 
 
 def checkpoints(job_dir: str) -> dict:
     """Paths relative to output/, two levels deep (what remedies.checkpoints reads)."""
-    output = os.path.join(job_dir, FILES["output"])
-    out: list[str] = []
-    if os.path.isdir(output):
-        for name in sorted(os.listdir(output)):
-            out.append(name)
-            sub = os.path.join(output, name)
-            if os.path.isdir(sub):
-                out += [f"{name}/{inner}" for inner in sorted(os.listdir(sub))]
-    return {"listing": out}
+    return {"listing": remedies.output_listing(os.path.join(job_dir, FILES["output"]))}
 
 
 def _size(path: str) -> int:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
-import signal
 import subprocess
 from datetime import datetime, timezone
 
@@ -17,8 +15,6 @@ from radeonlab.contract.records import StateRecord
 from radeonlab.contract.state import EndReason, JobState
 
 EXIT_LOCKED = 75  # EX_TEMPFAIL: the GPU is busy and the job may not wait (multi-node ranks)
-LOG_TAIL_BYTES = 65536
-ERROR_LINE = re.compile(r"^\s*(?:[\w.]*(?:Error|Exception)\b|Traceback|error:|Killed\b)", re.IGNORECASE)
 
 
 def now() -> str:
@@ -112,26 +108,3 @@ def has_adapter(job_dir: str) -> bool:
 
 
 NO_ADAPTER = "exit 0 but no adapter ({}) in output/".format(" or ".join(ADAPTER_FILES))
-
-
-def exit_reason(job_dir: str, exit_code: int) -> str:
-    """One line explaining a failed exit: the signal, else the last error-looking line of train.log."""
-    if exit_code > 128:
-        try:
-            name = signal.Signals(exit_code - 128).name
-        except ValueError:
-            name = ""
-        if name == "SIGKILL":
-            return f"killed by SIGKILL (exit {exit_code}): out of memory (see dmesg) or killed by hand"
-        if name:
-            return f"killed by {name} (exit {exit_code})"
-    try:
-        with open(os.path.join(job_dir, FILES["train_log"]), "rb") as f:
-            f.seek(max(0, os.fstat(f.fileno()).st_size - LOG_TAIL_BYTES))
-            lines = [ln.strip() for ln in f.read().decode(errors="replace").splitlines() if ln.strip()]
-    except OSError:
-        lines = []
-    for line in reversed(lines):
-        if ERROR_LINE.search(line) and not line.startswith("Traceback"):
-            return f"exit {exit_code}: {line[:300]}"
-    return f"exit {exit_code}: {lines[-1][:300] if lines else 'train.log is empty'}"

@@ -28,6 +28,7 @@ accounting matches (HF's Trainer skips global_step x gradient_accumulation_steps
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -319,10 +320,17 @@ def resume_checkpoint(
     return ok[-1].path if ok else None
 
 
-def listing_argv(output_dir: str) -> list[str]:
-    """The remote command whose stdout lines are the listing resume_checkpoint() reads (paths relative to
-    the output folder, two levels deep)."""
-    return ["find", output_dir, "-mindepth", "1", "-maxdepth", "2", "-printf", "%P\\n"]
+def output_listing(output: str) -> list[str]:
+    """Paths relative to the output folder, two levels deep (what resume_checkpoint() reads)."""
+    out: list[str] = []
+    if not os.path.isdir(output):
+        return out
+    for name in sorted(os.listdir(output)):
+        out.append(name)
+        sub = os.path.join(output, name)
+        if os.path.isdir(sub):
+            out += [f"{name}/{inner}" for inner in sorted(os.listdir(sub))]
+    return out
 
 
 # ------------------------------------------------------------------------------------------- the decision
@@ -381,7 +389,7 @@ def next_attempt(
 
     config: the rendered config of the first attempt (or of the one that failed: see effective_config).
     history: job.json's attempts so far (the first run included). spec_remedies: spec.radeonlab.remedies.
-    checkpoint_listing: the output folder listing (listing_argv); empty means there is no checkpoint.
+    checkpoint_listing: the output folder listing (output_listing); empty means there is no checkpoint.
     vram_total: the card's VRAM from the host record, named in an OOM give-up report when the log has none.
     """
     if not diagnosis.retryable:

@@ -76,19 +76,6 @@ def cause_of(diagnosis: health.Diagnosis) -> str:
     return what + (f" at step {diagnosis.step}" if diagnosis.step is not None else "")
 
 
-def output_listing(output: str) -> list[str]:
-    """Paths relative to output/, two levels deep (what remedies.resume_checkpoint reads)."""
-    out: list[str] = []
-    if not os.path.isdir(output):
-        return out
-    for name in sorted(os.listdir(output)):
-        out.append(name)
-        sub = os.path.join(output, name)
-        if os.path.isdir(sub):
-            out += [f"{name}/{inner}" for inner in sorted(os.listdir(sub))]
-    return out
-
-
 def _read_from(path: str, offset: int, limit: int | None = None) -> tuple[bytes, int]:
     """Bytes appended to `path` since `offset` (at most the last `limit`), and the new offset."""
     try:
@@ -359,7 +346,7 @@ class Supervisor:
             diagnosis,
             self.job.attempts,
             self.spec_remedies(),
-            checkpoint_listing=output_listing(self.output),
+            checkpoint_listing=remedies.output_listing(self.output),
             vram_total=self.job.memory_total,
         )
 
@@ -419,7 +406,7 @@ class Supervisor:
         if last.state in ("", "running"):
             last.state, last.reason = "failed", cause
             last.ended_at = last.ended_at or now()
-        listing = output_listing(self.output)
+        listing = remedies.output_listing(self.output)
         checkpoint = remedies.resume_checkpoint(listing, None, safe_step=max_step)
         resume_step = next((c.step for c in remedies.checkpoints(listing) if c.path == checkpoint), None)
         later = [

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from radeonlab.roles.python_stack.defaults import AMD_DEVICE_TARGETS, AMD_WHEELS
 from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
-from radeonlab.sandbox.wheels import _record_hash, cache_dir, sha256_file
+from radeonlab.sandbox.wheelfiles import cache_dir, record_hash, sha256_file
 
 TORCH_REPACK_MARKER = "torch/RADEONLAB_SANDBOX_REPACK.txt"
 DEVICE_PACKAGE = "rocm-sdk-device-{gfx}"  # what AMD's device-<gfx> extra pulls in (TheRock RELEASES.md)
@@ -62,11 +62,11 @@ def repack_torch(src: Path, dest: Path, local: str, targets: tuple[str, ...], de
             out = zipfile.ZipInfo(new_name, date_time=info.date_time)
             out.external_attr = info.external_attr
             zout.writestr(out, data, compress_type=zipfile.ZIP_DEFLATED, compresslevel=1)
-            record_lines.append(f"{new_name},{_record_hash(data)},{len(data)}")
+            record_lines.append(f"{new_name},{record_hash(data)},{len(data)}")
         mark = zipfile.ZipInfo(TORCH_REPACK_MARKER, date_time=(2026, 1, 1, 0, 0, 0))
         mark.external_attr = 0o644 << 16
         zout.writestr(mark, marker)
-        record_lines.append(f"{TORCH_REPACK_MARKER},{_record_hash(marker)},{len(marker)}")
+        record_lines.append(f"{TORCH_REPACK_MARKER},{record_hash(marker)},{len(marker)}")
         record_lines.append(f"{new_info}RECORD,,")
         zout.writestr(new_info + "RECORD", "\n".join(record_lines) + "\n")
     tmp.replace(dest)
@@ -101,7 +101,7 @@ def device_standin_wheel(gfx: str, version: str, dest_dir: Path) -> Path:
             info = zipfile.ZipInfo(member, date_time=(2026, 1, 1, 0, 0, 0))
             info.external_attr = 0o644 << 16
             z.writestr(info, data)
-            record.append(f"{member},{_record_hash(data)},{len(data)}")
+            record.append(f"{member},{record_hash(data)},{len(data)}")
         record_name = f"{module}-{version}.dist-info/RECORD"
         z.writestr(
             zipfile.ZipInfo(record_name, date_time=(2026, 1, 1, 0, 0, 0)),

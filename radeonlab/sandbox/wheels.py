@@ -1,5 +1,4 @@
 """A local PEP 503 wheel index holding the whole training stack, so sandbox hosts install it without PyPI.
-
 It also holds the python_stack_extras a CPU host can run (SANDBOX_EXTRAS: tensorboard), at the role's pins.
 
 Served from `www/pypi/` by the sandbox's web server; the product is pointed at it only through its own
@@ -10,7 +9,7 @@ Three parts are SIMULATED and say so in the served README and index pages:
   per target AMD's index has, each pulling a stand-in `rocm-sdk-device-gfxNNNN` wheel (a marker file, no
   device code), so pip resolves `torch[device-gfx1100]==2.13.0+rocm10.0.0` as it does against AMD's index.
 - torch is this machine's CPU wheel (/opt/wheels/torch-<version>+cpu-...) standing in for the ROCm build a
-  real workstation gets from download.pytorch.org/whl/rocm<series>.
+  real workstation gets from PyTorch's ROCm index (whl/rocm<series>).
 - torchaudio is PyPI's wheel (a CUDA build whose native libraries fail beside CPU torch) repacked without
   `torchaudio/lib/*.so` and with a marker file; LLaMA-Factory only imports it for text training. The version
   is kept, so pip resolves exactly what it would resolve against the real index.
@@ -25,7 +24,6 @@ is offline, fast and idempotent.
 from __future__ import annotations
 
 import argparse
-import base64
 import hashlib
 import html
 import json
@@ -42,6 +40,8 @@ from pathlib import Path
 
 from radeonlab.roles.python_stack.defaults import DEFAULTS
 from radeonlab.sandbox import config
+from radeonlab.sandbox.amdwheels import amd_standins
+from radeonlab.sandbox.wheelfiles import cache_dir, record_hash, sha256_file
 
 # --- data -------------------------------------------------------------------------------------------------
 PYPI_INDEX_URL = "https://pypi.org/simple"
@@ -70,11 +70,6 @@ SIMULATED_NOTE = (
     f"PyPI's CUDA build repacked without its native libraries (marker: {REPACK_MARKER}). Everything else "
     "is unmodified from PyPI."
 )
-
-
-def cache_dir() -> Path:
-    """Downloaded wheels, kept between runs."""
-    return config.CACHE_DIR / "wheels"
 
 
 # --- pip, isolated from this machine's configuration -------------------------------------------------------
@@ -129,14 +124,6 @@ def wheel_name_version(filename: str) -> tuple[str, str]:
     """(normalized project name, version) from a wheel file name."""
     name, version = filename.split("-")[:2]
     return normalize(name), version
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def local_torch_wheel() -> Path:
@@ -294,10 +281,6 @@ def fetch_locked(pins: list[Pin]) -> tuple[dict[str, Path], int]:
 
 
 # --- the SIMULATED torchaudio repack -----------------------------------------------------------------------
-def _record_hash(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
 def repack_torchaudio(src: Path, dest: Path) -> Path:
     """Copy of the torchaudio wheel without its CUDA-linked `lib/*.so`, with a marker file, and with RECORD
     rewritten to match so pip installs it cleanly. Deterministic: entries keep their order and timestamps."""
@@ -323,7 +306,7 @@ def repack_torchaudio(src: Path, dest: Path) -> Path:
             for line in zin.read(record_name).decode().splitlines()
             if line and not TORCHAUDIO_DROPPED.match(line.split(",", 1)[0])
         ]
-        record.insert(len(record) - 1, f"{REPACK_MARKER},{_record_hash(marker)},{len(marker)}")
+        record.insert(len(record) - 1, f"{REPACK_MARKER},{record_hash(marker)},{len(marker)}")
         info = zin.getinfo(record_name)
         zout.writestr(info, "\n".join(record) + "\n", compress_type=zipfile.ZIP_DEFLATED)
     tmp.replace(dest)
@@ -390,8 +373,6 @@ def build_wheel_index(state_dir: Path = config.STATE_DIR) -> WheelIndexInfo:
     files["torch"] = local_torch_wheel()
     hashes["torch"] = sha256_file(files["torch"])
     extra: dict[str, list[Path]] = {}  # more wheels of a project already listed (torch: the AMD repack)
-    from radeonlab.sandbox.amdwheels import amd_standins  # it uses this module's helpers
-
     for key, path in amd_standins(files["torch"]).items():
         if key == "torch-amd":
             extra["torch"] = [path]

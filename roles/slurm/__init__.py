@@ -124,6 +124,8 @@ def setup_slurm(gpus: Sequence[Gpu]) -> None:
         name="Write cgroup.conf",
         src=str(TEMPLATES / "cgroup.conf.j2"),
         dest=plan.PATHS["cgroup_conf"],
+        user="root",
+        group="root",
         mode="644",
         jinja_env_kwargs=JINJA,
         cgroup_plugin=data["slurm_cgroup_plugin"],
@@ -194,12 +196,19 @@ def _training_gpus(gpus: Sequence[Gpu]) -> list[Mapping[str, Any]]:
 def _node_files(name: str, gres: list[str], rocr_map: list[int]) -> NodeFiles:
     """gres.conf, the task prolog and slurmd's options (its node name)."""
     files.directory(
-        name="Create slurmd's spool folder", path=plan.PATHS["slurmd_spool"], mode="755", _sudo=True
+        name="Create slurmd's spool folder",
+        path=plan.PATHS["slurmd_spool"],
+        user="root",
+        group="root",
+        mode="755",
+        _sudo=True,
     )
     gres_op = files.template(
         name="Write gres.conf from radeonlab's GPU detection",
         src=str(TEMPLATES / "gres.conf.j2"),
         dest=plan.PATHS["gres_conf"],
+        user="root",
+        group="root",
         mode="644",
         jinja_env_kwargs=JINJA,
         node_name=name,
@@ -211,6 +220,8 @@ def _node_files(name: str, gres: list[str], rocr_map: list[int]) -> NodeFiles:
         name="Write the task prolog (the node's GPU environment for every job)",
         src=str(TEMPLATES / "task-prolog.sh.j2"),
         dest=plan.PATHS["task_prolog"],
+        user="root",
+        group="root",
         mode="755",
         jinja_env_kwargs=JINJA,
         node_name=name,

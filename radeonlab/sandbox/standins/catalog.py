@@ -19,17 +19,9 @@ MAINTAINER = "radeonlab sandbox <simulated-apt@radeonlab.invalid>"
 SIMULATED_NOTE = "SIMULATED stand-in built by radeonlab's test bed; contains no AMD software."
 MARKER_DIR = "share/radeonlab-simulated/packages"  # under the install prefix: one marker per stand-in
 
-# A tool wrapper: finds standin.py beside its own install prefix (through the /opt/rocm link too).
-TOOL_WRAPPER = """#!/usr/bin/python3
-# SIMULATED stand-in for ROCm's {tool} (radeonlab sandbox): prints recorded real output, see standin.py.
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "libexec" / "radeonlab-simulated"))
-import standin  # noqa: E402
-
-sys.exit(standin.{function}(sys.argv[1:]{extra}))
-"""
+# A tool wrapper (a str.format template): finds standin.py beside its own install prefix (through the
+# /opt/rocm link too).
+TOOL_WRAPPER = PAYLOAD / "tool-wrapper.tmpl"
 
 # rocm-core's postinst/prerm manage /opt/rocm with update-alternatives, as ROCm/rocm-core's do
 # (rocm-core.postinst, rocm-core.prerm); the score omits upstream's install-time minutes so builds repeat.
@@ -91,7 +83,7 @@ def _marker(prefix: str, name: str, what: str) -> dict[str, tuple[bytes, int]]:
 
 
 def _tool(prefix: str, tool: str, function: str, extra: str = "") -> dict[str, tuple[bytes, int]]:
-    script = TOOL_WRAPPER.format(tool=tool, function=function, extra=extra)
+    script = TOOL_WRAPPER.read_text().format(tool=tool, function=function, extra=extra)
     return {f"{prefix}/bin/{tool}": (script.encode(), 0o755)}
 
 

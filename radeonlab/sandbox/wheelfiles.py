@@ -1,0 +1,28 @@
+"""Small file helpers the test bed's wheel builders share (wheels.py and the SIMULATED AMD wheels in
+amdwheels.py): one module below both, so neither imports the other."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from pathlib import Path
+
+from radeonlab.sandbox import config
+
+
+def cache_dir() -> Path:
+    """Downloaded wheels, kept between runs."""
+    return config.CACHE_DIR / "wheels"
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def record_hash(data: bytes) -> str:
+    """A wheel RECORD line's hash (PEP 376/627: urlsafe base64 of the sha256, no padding)."""
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
