@@ -199,3 +199,15 @@ def test_resume_checkpoint_choice() -> None:
     absolute = ["/j/output/checkpoint-5/trainer_state.json", "/j/output/checkpoint-50"]
     assert resume_checkpoint(absolute, None) == "/j/output/checkpoint-5"
     assert resume_checkpoint(["checkpoint-9", "checkpoint-10/trainer_state.json"], None) == "checkpoint-10"
+
+
+def test_a_job_json_without_lf_defaults_skips_the_steps_it_cannot_read() -> None:
+    """An older job.json has no lf_defaults: cutoff_len unknown must not crash the supervisor (int(None));
+    the steps whose values are known still apply, then the ladder gives up with its report."""
+    config = {"per_device_train_batch_size": 2, "gradient_accumulation_steps": 1}  # no cutoff_len anywhere
+    history = [AttemptRecord(n=1, created_at="t0")]
+    first = next_attempt(config, OOM, history, {}, checkpoint_listing=LISTING)
+    assert isinstance(first, Attempt) and first.step == "halve_batch"
+    history.append(first.record(2, "t1"))
+    second = next_attempt(config, OOM, history, {}, checkpoint_listing=LISTING)
+    assert isinstance(second, GiveUp) and "oom ladder" in second.reason

@@ -411,7 +411,10 @@ def next_attempt(
     done = {step for _, step in tried_steps(history)}
     for name in steps:
         step = STEPS[name]
-        changes = step.apply(current)
+        try:
+            changes = step.apply(current)
+        except (TypeError, ValueError):  # a value it reads is unknown (a job.json without lf_defaults)
+            continue
         if changes is None or (not changes and name in done):
             continue
         return _plan(ladder, step, changes, diagnosis, list(checkpoint_listing))
