@@ -116,6 +116,8 @@ def events(
                     if event.kind == "end":
                         return
                 code, err = chan.finish()
+            if code == -1:  # the channel closed without an exit status: the connection died under it
+                raise TransportError(f"{link.target.name}: the stream ended without an exit status")
             raise RemoteCommandError(f"{link.target.name}: following the job failed: {err or f'exit {code}'}")
         except (HostKeyError, RemoteCommandError):
             raise

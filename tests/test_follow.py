@@ -1,0 +1,60 @@
+"""The laptop's side of the job stream (jobs/track/follow.py) against a stand-in channel: a stream that ends
+without an exit status is a dropped connection, so the follower reconnects and resumes from the offsets it
+already has, instead of reporting a failed command (what the dropped-SSH end-to-end test caught)."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from radeonlab.jobs.track import follow
+
+
+class Chan:
+    def __init__(self, lines: list[dict[str, Any]], code: int) -> None:
+        self.lines, self.code = list(lines), code
+
+    def read_json(self) -> dict[str, Any] | None:
+        return self.lines.pop(0) if self.lines else None
+
+    def finish(self) -> tuple[int, str]:
+        return self.code, ""
+
+    def __enter__(self) -> Chan:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+class Remote:
+    def __init__(self, chans: list[Chan]) -> None:
+        self.chans, self.calls = chans, []
+
+    def open_tool(self, name: str, args: list[str]) -> Chan:
+        self.calls.append(args)
+        return self.chans.pop(0)
+
+    def close(self) -> None:
+        pass
+
+
+def data(offset: int, text: str) -> dict[str, Any]:
+    return {
+        "t": "data",
+        "file": follow.TRAIN_LOG,
+        "offset": offset,
+        "data": base64.b64encode(text.encode()).decode(),
+    }
+
+
+def test_a_stream_cut_without_exit_status_reconnects_and_resumes_from_the_offset(monkeypatch) -> None:
+    remote = Remote([Chan([data(0, "a\n")], code=-1), Chan([data(2, "b\n"), {"t": "end"}], code=0)])
+    said: list[str] = []
+    monkeypatch.setattr(follow, "connect", lambda target: remote)
+    link = follow.Link(type("T", (), {"name": "ws1"})(), remote, said.append)
+    files = {follow.TRAIN_LOG: 0}
+    got = [e for e in follow.events(link, "/jobs/x", files, follow=True) if e.kind == "data"]
+    assert [e.data for e in got] == [b"a\n", b"b\n"] and not got[1].restarted
+    assert link.reconnects == 1 and any("lost" in s for s in said)
+    assert f"{follow.TRAIN_LOG}=2" in remote.calls[1]  # asked again from where the first stream stopped
