@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from radeonlab.cli.options import JOB_HELP, host_option, inventory_option, inventory_path, job_argument, say
@@ -20,7 +22,7 @@ def command(job_ref: str, inventory: str | None, host: str | None, follow: bool,
     from radeonlab.jobs.track.follow import TRAIN_LOG
     from radeonlab.jobs.track.handle import JobHandle
 
-    out = click.get_binary_stream("stdout")
+    out = sys.stdout.buffer  # bytes as the host wrote them (no re-encoding of the log)
     start = -max(65536, tail * TAIL_BYTES_PER_LINE) if tail else 0
     trim = bool(tail)  # the first chunk (it holds every byte --tail asked for) is cut to its last N lines
     with JobHandle.open(job_ref, inventory_path(inventory), host) as handle:
