@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from radeonlab.jobs.ssh.transfer import FetchReport, Progress, fetch
+from radeonlab.jobs.track import onhost
 from radeonlab.jobs.track.handle import JobHandle
 
 from radeonlab.errors import JobStateError, RadeonlabError
@@ -84,21 +85,14 @@ def try_adapter(
         "prompt": prompt,
         "max_new_tokens": max_new_tokens or TRY["max_new_tokens"],
     }
-    env = {
-        "HF_HOME": handle.dir.path("cache", "hf"),
-        "MPLCONFIGDIR": handle.dir.path("cache", "mpl"),
-        "HF_HUB_OFFLINE": "1",  # the base model is the job's own (local or in the host's cache): no download
-        **({"HF_HUB_CACHE": handle.record.model_cache} if handle.record.model_cache else {}),
-    }
-    python = f"{handle.record.venv.rstrip('/')}/bin/python"
     # a login shell, like the training run: profile.d sets the ROCm paths and the card's overrides
     result = handle.remote.tool(
         "tryout",
         stdin_text=json.dumps(request),
         check=False,
         timeout=TRY["timeout_s"],
-        python=python,
-        env=env,
+        python=onhost.venv_python(handle),
+        env=onhost.venv_env(handle),  # the base model is in the job or the host's cache: offline
         login=True,
     )
     answer = result.last_json()
