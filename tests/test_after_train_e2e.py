@@ -166,7 +166,7 @@ def test_a_killed_export_leaves_no_model_that_fetch_would_take(lab: Lab, trained
     wait_for(lambda: not exporting(), 30, "llamafactory-cli to die with the export tool")
     left = lab.host.exec(["ls", "-a", export_dir]).stdout.split()
     assert "merged" not in left and any(n.startswith(".tmp-merged-") for n in left), left
-    assert "exports" not in job_json(lab.host, trained)
+    assert not job_json(lab.host, trained).get("exports")  # the killed export recorded nothing
     everything = run_json(lab, "fetch", trained, "--all", "--to", str(lab.work / "all"))
     assert not [f["name"] for f in everything["files"] if "export" in f["name"]]
     assert not (lab.work / "all" / "export").exists()
@@ -186,6 +186,7 @@ def test_export_merge_fetches_a_model_that_answers_like_the_adapter(lab: Lab, tr
     if lab.answers.get("killed"):  # the killed export's leftovers were cleared first
         assert sorted(record["cleared"]) == sorted(lab.answers["killed"].split(","))
     assert [e["name"] for e in job_json(lab.host, trained)["exports"]] == ["merged"]
+    assert [e["dir"] for e in run_json(lab, "status", trained)["exports"]] == ["export/merged"]
     merged = local / "export" / "merged"
     for f in done["files"]:  # each verified against the sha256 the host computed while sending
         on_host = lab.host.exec(["sha256sum", f"{JOBS_DIR}/{trained}/{f['name']}"]).stdout.split()[0]

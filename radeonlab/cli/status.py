@@ -52,6 +52,7 @@ def command(job_ref: str, inventory: str | None, host: str | None, as_json: bool
                     "model": job.model,
                     "overrides": job.overrides,
                     "nodes": job.nodes,
+                    "exports": job.exports,
                 }
             )
         else:
@@ -76,6 +77,10 @@ def command(job_ref: str, inventory: str | None, host: str | None, as_json: bool
                 click.echo(f"  adapter from attempt {job.result.get('attempt')}: {said}")
             if job.report:
                 click.echo("  " + job.report.replace("\n", "\n  "))
+            for export in job.exports:
+                quantized = f", {export['quantize']}-bit" if export.get("quantize") else ""
+                size = f", {export['bytes'] / 2**30:.2f} GiB" if export.get("bytes") else ""
+                click.echo(f"  export {export.get('name')}: {export.get('dir')}{quantized}{size}")
             click.echo(f"  folder: {handle.dir.root}")
     if state.state.value == "failed":
         raise SystemExit(1)

@@ -199,6 +199,8 @@ class JobRecord:
     code: dict[str, Any] = field(default_factory=dict)  # {digest, files: {path: sha256}} of host/
     result: dict[str, Any] = field(default_factory=dict)  # which attempt and settings made the adapter
     report: str = ""  # the supervisor's give-up report when no remedy was left
+    # merged models from `radeonlab export` (jobs/host/export.py): {name, dir, quantize, bytes, created_at}
+    exports: list[dict[str, Any]] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as they are
 
     def to_dict(self) -> dict[str, Any]:
