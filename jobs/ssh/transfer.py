@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
+from radeonlab.jobs.host.receive import sha256_of
 from radeonlab.jobs.ssh.connection import Channel, Remote
 
 from radeonlab.errors import TransportError
@@ -102,18 +103,8 @@ def human_bytes(n: float) -> str:
 
 
 def sha256_file(path: Path, limit: int | None = None) -> str:
-    """sha256 of a local file (or of its first `limit` bytes), streamed."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        rest = limit
-        while rest is None or rest > 0:
-            block = f.read(BLOCK if rest is None else min(rest, BLOCK))
-            if not block:
-                break
-            h.update(block)
-            if rest is not None:
-                rest -= len(block)
-    return h.hexdigest()
+    """sha256 of a local file (or of its first `limit` bytes), streamed: the receiver's own function."""
+    return sha256_of(str(path), limit)
 
 
 def check_name(name: str, *, nested: bool) -> str:

@@ -10,7 +10,6 @@ resize follows. It ends when the chat ends; its exit status is the chat's.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import select
 import signal
@@ -20,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from radeonlab.jobs.track.handle import JobHandle
-from radeonlab.jobs.track.onhost import require_ended, venv_env, venv_python
+from radeonlab.jobs.track.onhost import require_ended, run_venv_tool, venv_python
 
 from radeonlab.errors import RadeonlabError, TransportError
 
@@ -53,15 +52,7 @@ def ask(
         "max_new_tokens": max_new_tokens or CHAT["max_new_tokens"],
         "compare_base": compare_base,
     }
-    result = handle.remote.tool(
-        "tryout",
-        stdin_text=json.dumps(request),
-        check=False,
-        timeout=CHAT["timeout_s"],
-        python=venv_python(handle),
-        env=venv_env(handle),
-        login=True,
-    )
+    result = run_venv_tool(handle, "tryout", request, CHAT["timeout_s"])
     answer = result.last_json()
     if not result.ok or "answer" not in answer:
         raise RadeonlabError(

@@ -15,7 +15,6 @@ jobs/spec/needs.py says so, and the host is refused before anything runs) and a 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from typing import Any
 from radeonlab.jobs.spec import needs as needs_module
 from radeonlab.jobs.ssh.transfer import FetchReport, LocalFile, Progress, fetch, upload_blobs
 from radeonlab.jobs.track.handle import JobHandle
-from radeonlab.jobs.track.onhost import model_gone, require_ended, venv_env, venv_python
+from radeonlab.jobs.track.onhost import model_gone, require_ended, run_venv_tool
 
 from radeonlab.errors import ChecksFailedError, InputError, JobStateError, RadeonlabError
 
@@ -81,15 +80,7 @@ def run_export(
             "blobs": handle.record.blobs_dir,
         }
     say(f"{handle.id}: exporting {name} on {handle.target.name} (log: {EXPORT['dir']}/{name}.log there)")
-    result = handle.remote.tool(
-        "export",
-        stdin_text=json.dumps(request),
-        check=False,
-        timeout=EXPORT["timeout_s"],
-        python=venv_python(handle),
-        env=venv_env(handle),
-        login=True,
-    )
+    result = run_venv_tool(handle, "export", request, EXPORT["timeout_s"])
     answer = result.last_json()
     kind = answer.get("kind")
     if kind == "model_gone":

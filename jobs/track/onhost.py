@@ -9,6 +9,10 @@ nothing is downloaded after the fact.
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+from radeonlab.jobs.ssh.connection import RunResult
 from radeonlab.jobs.track.handle import JobHandle
 
 from radeonlab.errors import JobStateError
@@ -44,4 +48,17 @@ def model_gone(handle: JobHandle, model: str, revision: str | None) -> str:
     return (
         f"{handle.id}: its base model {model}{at} is gone from {handle.target.name}'s model cache; "
         f"pull it again: {again} --limit {handle.target.name}"
+    )
+
+
+def run_venv_tool(handle: JobHandle, tool: str, request: dict[str, Any], timeout: float) -> RunResult:
+    """Host tool `tool` (jobs/host/<tool>.py) run by the job's venv in a login shell; never raises on exit."""
+    return handle.remote.tool(
+        tool,
+        stdin_text=json.dumps(request),
+        check=False,
+        timeout=timeout,
+        python=venv_python(handle),
+        env=venv_env(handle),
+        login=True,
     )

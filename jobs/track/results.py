@@ -85,16 +85,7 @@ def try_adapter(
         "prompt": prompt,
         "max_new_tokens": max_new_tokens or TRY["max_new_tokens"],
     }
-    # a login shell, like the training run: profile.d sets the ROCm paths and the card's overrides
-    result = handle.remote.tool(
-        "tryout",
-        stdin_text=json.dumps(request),
-        check=False,
-        timeout=TRY["timeout_s"],
-        python=onhost.venv_python(handle),
-        env=onhost.venv_env(handle),  # the base model is in the job or the host's cache: offline
-        login=True,
-    )
+    result = onhost.run_venv_tool(handle, "tryout", request, TRY["timeout_s"])
     answer = result.last_json()
     if not result.ok or "answer" not in answer:
         raise RadeonlabError(f"{handle.target.name}: trying the adapter failed: {result.stderr_tail()}")
