@@ -14,8 +14,9 @@ import pytest
 import yaml
 from radeonlab.jobs.host.remedies import STEP_KEYS
 from radeonlab.jobs.plan import model as model_module
-from radeonlab.jobs.plan.plan import JobPlan, dataset_files, local_dataset_info, uploads_of
+from radeonlab.jobs.plan.plan import JobPlan
 from radeonlab.jobs.plan.render import FORCED, render
+from radeonlab.jobs.plan.uploads import dataset_files, local_dataset_info, uploads_of
 from radeonlab.jobs.spec.load import load, parse_text
 from radeonlab.jobs.ssh import hostcode
 from radeonlab.jobs.ssh.transfer import sha256_file
