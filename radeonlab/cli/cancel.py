@@ -4,21 +4,11 @@ from __future__ import annotations
 
 import click
 
-from radeonlab.cli.options import (
-    JOB_HELP,
-    echo_json,
-    host_option,
-    inventory_option,
-    inventory_path,
-    job_argument,
-    json_option,
-)
+from radeonlab.cli.options import JOB_HELP, echo_json, inventory_path, job_options, json_option
 
 
 @click.command("cancel", epilog=JOB_HELP)
-@job_argument
-@inventory_option
-@host_option
+@job_options
 @json_option
 def command(job_ref: str, inventory: str | None, host: str | None, as_json: bool) -> None:
     """Cancel JOB, queued or running: SIGTERM its process group, SIGKILL after a grace period; its state

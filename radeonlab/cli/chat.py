@@ -4,21 +4,11 @@ from __future__ import annotations
 
 import click
 
-from radeonlab.cli.options import (
-    JOB_HELP,
-    echo_json,
-    host_option,
-    inventory_option,
-    inventory_path,
-    job_argument,
-    json_option,
-)
+from radeonlab.cli.options import JOB_HELP, echo_json, inventory_path, job_options, json_option
 
 
 @click.command("chat", epilog=JOB_HELP)
-@job_argument
-@inventory_option
-@host_option
+@job_options
 @click.option("--prompt", help="answer this one prompt and exit (greedy decoding; `\\n` is a newline)")
 @click.option("--max-new-tokens", type=click.IntRange(min=1), help="longest answer (--prompt: 128)")
 @click.option("--compare-base", is_flag=True, help="also answer with the base model alone, side by side")

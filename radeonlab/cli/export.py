@@ -9,22 +9,11 @@ from pathlib import Path
 import click
 
 from radeonlab.cli.fetch import DEFAULT_RESULTS_DIR
-from radeonlab.cli.options import (
-    JOB_HELP,
-    echo_json,
-    host_option,
-    inventory_option,
-    inventory_path,
-    job_argument,
-    json_option,
-    say,
-)
+from radeonlab.cli.options import JOB_HELP, echo_json, inventory_path, job_options, json_option, say
 
 
 @click.command("export", epilog=JOB_HELP)
-@job_argument
-@inventory_option
-@host_option
+@job_options
 @click.option("--merge", is_flag=True, help="merge the adapter into the base model (llamafactory-cli export)")
 @click.option(
     "--quantize", type=click.Choice(["4", "8"]), help="GPTQ-quantize the merged model (needs gptqmodel)"

@@ -8,23 +8,13 @@ from pathlib import Path
 
 import click
 
-from radeonlab.cli.options import (
-    JOB_HELP,
-    echo_json,
-    host_option,
-    inventory_option,
-    inventory_path,
-    job_argument,
-    json_option,
-)
+from radeonlab.cli.options import JOB_HELP, echo_json, inventory_path, job_options, json_option
 
 DEFAULT_RESULTS_DIR = "runs"  # ./runs/<job id>
 
 
 @click.command("fetch", epilog=JOB_HELP)
-@job_argument
-@inventory_option
-@host_option
+@job_options
 @click.option("--to", "to_dir", type=click.Path(file_okay=False, path_type=Path), help="default: ./runs/JOB")
 @click.option("--checkpoint", type=click.IntRange(min=1), help="the adapter of output/checkpoint-N instead")
 @click.option("--all", "everything", is_flag=True, help="the whole output folder (checkpoints included)")

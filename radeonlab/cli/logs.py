@@ -6,15 +6,13 @@ import sys
 
 import click
 
-from radeonlab.cli.options import JOB_HELP, host_option, inventory_option, inventory_path, job_argument, say
+from radeonlab.cli.options import JOB_HELP, inventory_path, job_options, say
 
 TAIL_BYTES_PER_LINE = 400  # how far back --tail N reads (long lines: fewer of them shown than asked)
 
 
 @click.command("logs", epilog=JOB_HELP)
-@job_argument
-@inventory_option
-@host_option
+@job_options
 @click.option("-f", "--follow", is_flag=True, help="keep printing until the job ends")
 @click.option("-n", "--tail", type=click.IntRange(min=1), default=None, help="only the last N lines")
 def command(job_ref: str, inventory: str | None, host: str | None, follow: bool, tail: int | None) -> None:

@@ -117,6 +117,11 @@ def job_argument(f: F) -> F:
 JOB_HELP = "JOB is a job id, a unique prefix of one, or @last (the newest job this laptop knows)."
 
 
+def job_options(f: F) -> F:
+    """What every verb acting on one job takes: JOB, -i/--inventory and --host (the host it is on)."""
+    return job_argument(inventory_option(host_option(f)))
+
+
 def echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=1, default=str))
 

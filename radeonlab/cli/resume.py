@@ -4,22 +4,11 @@ from __future__ import annotations
 
 import click
 
-from radeonlab.cli.options import (
-    JOB_HELP,
-    echo_json,
-    host_option,
-    inventory_option,
-    inventory_path,
-    job_argument,
-    json_option,
-    say,
-)
+from radeonlab.cli.options import JOB_HELP, echo_json, inventory_path, job_options, json_option, say
 
 
 @click.command("resume", epilog=JOB_HELP)
-@job_argument
-@inventory_option
-@host_option
+@job_options
 @json_option
 def command(job_ref: str, inventory: str | None, host: str | None, as_json: bool) -> None:
     """Resume JOB (failed: process gone, killed; or cancelled) as a new attempt from its newest complete

@@ -6,21 +6,11 @@ import contextlib
 
 import click
 
-from radeonlab.cli.options import (
-    JOB_HELP,
-    echo_json,
-    host_option,
-    inventory_option,
-    inventory_path,
-    job_argument,
-    json_option,
-)
+from radeonlab.cli.options import JOB_HELP, echo_json, inventory_path, job_options, json_option
 
 
 @click.command("rm", epilog=JOB_HELP)
-@job_argument
-@inventory_option
-@host_option
+@job_options
 @click.option("--dry-run", is_flag=True, help="say what would be removed, remove nothing")
 @json_option
 def command(job_ref: str, inventory: str | None, host: str | None, dry_run: bool, as_json: bool) -> None:

@@ -13,15 +13,7 @@ import json
 
 import click
 
-from radeonlab.cli.options import (
-    JOB_HELP,
-    host_option,
-    inventory_option,
-    inventory_path,
-    job_argument,
-    json_option,
-    say,
-)
+from radeonlab.cli.options import JOB_HELP, inventory_path, job_options, json_option, say
 
 
 def snapshot_json(snap, point=None) -> str:  # (Snapshot, LogPoint | None) -> str
@@ -128,9 +120,7 @@ def watch_job(job_ref: str, inventory: str, host: str | None, as_json: bool = Fa
 
 
 @click.command("watch", epilog=JOB_HELP)
-@job_argument
-@inventory_option
-@host_option
+@job_options
 @json_option
 def command(job_ref: str, inventory: str | None, host: str | None, as_json: bool) -> None:
     """Follow JOB live until it ends (a panel on a terminal, lines or --json lines otherwise); exit 0 if it
