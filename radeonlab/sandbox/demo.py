@@ -23,6 +23,7 @@ import time
 from importlib import resources
 from pathlib import Path
 
+from radeonlab.cli.views import sparkline
 from radeonlab.jobs.host import metrics
 from radeonlab.sandbox import demodata, reap, tinymodel
 from radeonlab.sandbox.hosts import Sandbox
@@ -41,7 +42,6 @@ DEMO: dict[str, object] = {
     "word": "garden",
     "sparkline_width": 60,
 }
-SPARKS = "▁▂▃▄▅▆▇█"
 
 
 def write_spec(work: Path, overrides: dict[str, object], name: str = "demo.yaml") -> Path:
@@ -63,17 +63,6 @@ def write_job_folder(work: Path, overrides: dict[str, object] | None = None) -> 
     if not (work / "tiny-llama" / "model.safetensors").exists():
         tinymodel.build_model(work / "tiny-llama", data)
     return spec
-
-
-def sparkline(values: list[float], width: int) -> str:
-    """Loss values as one line of block characters (high = tall), resampled to `width`."""
-    if not values:
-        return ""
-    step = max(1, len(values) / width)
-    picked = [values[min(int(i * step), len(values) - 1)] for i in range(min(width, len(values)))]
-    lo, hi = min(picked), max(picked)
-    span = (hi - lo) or 1.0
-    return "".join(SPARKS[int((v - lo) / span * (len(SPARKS) - 1))] for v in picked)
 
 
 def loss_report(trainer_log: Path) -> tuple[str, list[metrics.LogPoint]]:

@@ -112,21 +112,7 @@ class Sandbox:
         self.keys_dir.mkdir(parents=True, exist_ok=True)
         self.keys_dir.chmod(0o700)
         if not self.key.exists():
-            subprocess.run(
-                [
-                    "ssh-keygen",
-                    "-q",
-                    "-t",
-                    "ed25519",
-                    "-N",
-                    "",
-                    "-C",
-                    "radeonlab-sandbox",
-                    "-f",
-                    str(self.key),
-                ],
-                check=True,
-            )
+            _keygen(str(self.key), "radeonlab-sandbox")
         self.known_hosts.touch()
 
     # --- address leases: machine-wide, so two sandboxes never share an address:port ---
@@ -210,21 +196,7 @@ class Sandbox:
         shutil.copy("/etc/resolv.conf", r / "etc/resolv.conf")
         for old in (r / "etc/ssh").glob("ssh_host_*"):
             old.unlink()
-        subprocess.run(
-            [
-                "ssh-keygen",
-                "-q",
-                "-t",
-                "ed25519",
-                "-N",
-                "",
-                "-C",
-                f"root@{host.name}",
-                "-f",
-                str(r / "etc/ssh/ssh_host_ed25519_key"),
-            ],
-            check=True,
-        )
+        _keygen(str(r / "etc/ssh/ssh_host_ed25519_key"), f"root@{host.name}")
         pub = self.key.with_suffix(".pub").read_text()
         uid, gid = _passwd_ids(r, host.user)
         for home, owner in ((r / "home" / host.user, (uid, gid)), (r / "root", (0, 0))):
@@ -302,3 +274,8 @@ class Sandbox:
             }
             for h in self.hosts.values()
         ]
+
+
+def _keygen(path: str, comment: str) -> None:
+    """A new ed25519 key pair at `path` (no passphrase)."""
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", path], check=True)
