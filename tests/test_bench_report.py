@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 from tests.bench import phases, provisioning
 from tests.bench.ansible_inventory import PlaybookRun
@@ -157,3 +162,29 @@ def test_the_provisioning_summary_is_json_and_feeds_the_table() -> None:
     assert summary["phases"]["ansible_noop"] == [["start-up", 1.0], ["Install ROCm 7.2.4 packages", 3.0]]
     rows = provisioning.table_rows(summary)
     assert rows[1][2] == "first 0.40x (goal <= 0.6); no-op 0.11x (goal <= 0.25)"
+
+
+@pytest.mark.sandbox
+@pytest.mark.slow
+def test_the_reduced_bench_runs_end_to_end(tmp_path: Path) -> None:
+    """CI's smoke run of the bench (1 host per engine, 1 round, 8 MB): every section measured and written,
+    every transfer verified, unchanged data not sent again. No time is asserted."""
+    out = tmp_path / "bench.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.bench.run", "--reduced", "--out", str(out)],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert {"provisioning", "data", "submit", "hub", "watch"} <= set(result)
+    data = result["data"]["sizes"]["8"]
+    assert data["reupload_bytes_sent"] == 0
+    assert set(data["mb_per_s"]) == {"scp_up", "upload_blobs", "raw_up", "scp_down", "fetch", "raw_down"}
+    assert {"checks", "connect", "host record", "upload", "stage and launch"} <= set(
+        result["submit"]["phases_s"]
+    )
+    assert result["hub"]["hub_bytes_first"] > 0
+    assert len(rows(result)) == 2 + 3 + 2 + 1 + 1
