@@ -98,7 +98,7 @@ def rows(result: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 def table(result: dict[str, Any]) -> str:
     found = rows(result)
-    width = max(len(r[1]) for r in found)
+    width = max((len(r[1]) for r in found), default=10)
     lines = [f"{'what':28} {'measured':{width}}  ratio", "-" * (width + 48)]
     lines += [f"{a:28} {b:{width}}  {c.replace('**', '')}" for a, b, c in found]
     return "\n".join(lines)

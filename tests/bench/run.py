@@ -92,7 +92,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         """Each section is written as soon as it is measured: a later failure keeps the earlier numbers."""
         if section not in wanted:
             return
-        result[section] = measure()
+        try:
+            result[section] = measure()
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - one section's failure must not lose the rest
+            result.setdefault("errors", {})[section] = f"{type(exc).__name__}: {str(exc)[-3000:]}"
+            print(f"{section} FAILED: {str(exc)[-3000:]}", flush=True)
         result["total_s"] = time.perf_counter() - started
         result["machine"]["load_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
         args.out.write_text(json.dumps(result, indent=1) + "\n")
@@ -112,6 +116,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         try:
             step("provisioning", lambda: provisioning.bench_provisioning(
                 sbx, args.hosts, args.rounds, env, work / "ansible"))  # fmt: skip
+            if "provisioning" in result.get("errors", {}):
+                sbx.destroy_all()  # start the other rows from one freshly provisioned host
             if not sbx.hosts:  # --only without provisioning: one provisioned host for the other rows
                 with provisioning.served(sbx):
                     provisioning.run_pyinfra([sbx.create_host("ws1", card=provisioning.CARD).name], env)
@@ -137,6 +143,8 @@ def main(argv: list[str] | None = None) -> None:
     result = run(args)
     print(table(result))
     print(f"total {result['total_s']:.0f}s; JSON in {args.out}")
+    if result.get("errors"):
+        raise SystemExit(f"bench: failed sections: {', '.join(result['errors'])}")
 
 
 if __name__ == "__main__":
