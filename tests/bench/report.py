@@ -55,7 +55,7 @@ def _submit_rows(s: dict[str, Any]) -> list[tuple[str, str, str]]:
          "radeonlab's own work on the laptop and one staging round trip"),
         ("submit -> first step", f"first train.log line {s['median_first_log_line_s']:.1f}s, first step "
          f"{s['median_first_step_s']:.1f}s after submit; LLaMA-Factory start-up (train.log) "
-         f"{s['median_lf_startup_s']:.0f}s; its import measured apart {lf_import:.1f}s",
+         f"{s['median_lf_startup_s']:.1f}s; its import measured apart {lf_import:.1f}s",
          f"minus LF start-up **{s['median_overhead_s']:.1f} s**; "
          f"{verdict(s['median_overhead_s'], GOALS['submit_overhead_s'], False, ' s')}; "
          f"minus its import too {s['overhead_minus_import_s']:.1f} s"),
