@@ -21,6 +21,8 @@ SANDBOX_DATA = {  # what radeonlab.sandbox's apt repo and wheel index set (aptre
     "rocm_key_url": "http://127.0.0.1:9/amd/rocm/rocm.gpg.key",
     "rocm_graphics_repo_url": "http://127.0.0.1:9/amd/graphics",
     "rocm_coresdk_repo_url": "http://127.0.0.1:9/amd/rocm/packages",
+    "rocm_coresdk_multiarch_repo_url": "http://127.0.0.1:9/amd/rocm/packages-multi-arch",
+    "rocm_coresdk_key_url": "http://127.0.0.1:9/amd/rocm/packages/gpg/rocm.gpg",
     "pytorch_index_url": "http://127.0.0.1:9/pypi/simple",
     "python_stack_index_url": "http://127.0.0.1:9/pypi/simple",
 }
@@ -45,30 +47,57 @@ def test_host_data_wins_over_the_roles_defaults_and_only_role_keys_are_taken() -
 
 
 def test_sources_and_pin_are_the_rocm_roles_own_for_each_codename() -> None:
-    data = ai.settings(ENTRY["data"])
+    data = ai.settings(ENTRY["data"])  # the default stream: the Core SDK, multi-arch layout
     rocm = ai.rocm_sources(data)
     assert set(rocm["sources"]) == set(SUPPORTED_DISTROS.values())
-    assert rocm["sources"]["bookworm"] == repos.legacy_sources(data, "bookworm")
-    assert rocm["sources"]["bookworm"][0].endswith("/amd/rocm/apt/7.2.4 jammy main")
-    assert rocm["pin"] == "Package: *\nPin: release o=repo.radeon.com\nPin-Priority: 600\n"
-    assert (rocm["keyring"], rocm["list_name"]) == ("/etc/apt/keyrings/rocm.gpg", "rocm")
-
-
-def test_the_core_sdk_stream_is_a_data_change() -> None:
-    data = ai.settings({**ENTRY["data"], "rocm_stream": "coresdk", "rocm_version": "7.12"})
-    rocm = ai.rocm_sources(data)
+    for codename in SUPPORTED_DISTROS.values():
+        assert rocm["sources"][codename] == list(repos.apt_source(data, codename).lines)
     assert rocm["sources"]["bookworm"] == [
+        "deb [arch=amd64 signed-by=/etc/apt/keyrings/amdrocm.gpg] "
+        "http://127.0.0.1:9/amd/rocm/packages-multi-arch/debian12 stable main"
+    ]
+    assert rocm["pin"] == "Package: *\nPin: release o=repo.amd.com\nPin-Priority: 600\n"
+    assert (rocm["keyring"], rocm["key_url"]) == (
+        "/etc/apt/keyrings/amdrocm.gpg",
+        SANDBOX_DATA["rocm_coresdk_key_url"],
+    )
+    assert (rocm["list_path"], rocm["pin_path"]) == (
+        "/etc/apt/sources.list.d/amdrocm.list",
+        "/etc/apt/preferences.d/amdrocm-pin-600",
+    )
+    assert rocm["comment"] == f"ROCm {data['rocm_version']} (coresdk stream, multi-arch layout)"
+    assert rocm["ld_paths"] == ["/opt/rocm/lib"]
+    assert rocm["version_file"] == f"/opt/rocm/core-{data['rocm_version']}/.info/version"
+
+
+def test_the_legacy_stream_is_a_data_change_and_skips_what_it_never_served() -> None:
+    data = ai.settings({**ENTRY["data"], "rocm_stream": "legacy", "rocm_version": "7.2.4"})
+    rocm = ai.rocm_sources(data)
+    assert "resolute" not in rocm["sources"]  # AMD never published 7.2.x for Ubuntu 26.04
+    assert rocm["sources"]["bookworm"] == repos.legacy_sources(data, "bookworm")
+    assert rocm["sources"]["bookworm"][0] == (
+        "deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] "
+        "http://127.0.0.1:9/amd/rocm/apt/7.2.4 jammy main"
+    )
+    assert rocm["pin"] == "Package: *\nPin: release o=repo.radeon.com\nPin-Priority: 600\n"
+    assert rocm["ld_paths"] == ["/opt/rocm/lib", "/opt/rocm/lib64"]
+    assert role_files(data)[:3] == [
+        "/etc/apt/keyrings/rocm.gpg",
+        "/etc/apt/sources.list.d/rocm.list",
+        "/etc/apt/preferences.d/rocm-pin-600",
+    ]
+
+
+def test_the_family_layout_and_refusals_come_from_the_role() -> None:
+    data = ai.settings({**ENTRY["data"], "rocm_coresdk_layout": "family"})
+    assert ai.rocm_sources(data)["sources"]["bookworm"] == [
         "deb [arch=amd64 signed-by=/etc/apt/keyrings/amdrocm.gpg] "
         "http://127.0.0.1:9/amd/rocm/packages/debian12 stable main"
     ]
-    assert (rocm["origin"], rocm["list_name"]) == ("repo.amd.com", "amdrocm")
-    assert role_files(data)[:3] == [
-        "/etc/apt/keyrings/amdrocm.gpg",
-        "/etc/apt/sources.list.d/amdrocm.list",
-        "/etc/apt/preferences.d/amdrocm-pin-600",
-    ]
     with pytest.raises(ValueError, match="rocm_stream"):
         ai.rocm_sources({**data, "rocm_stream": "nightly"})
+    with pytest.raises(ValueError, match="no ROCm Core SDK 7.11"):
+        ai.rocm_sources({**data, "rocm_version": "7.11"})
 
 
 def test_pip_steps_are_the_python_stack_roles_for_an_empty_venv() -> None:

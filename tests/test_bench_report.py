@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 from tests.bench import phases, provisioning
 from tests.bench.ansible_inventory import PlaybookRun
-from tests.bench.run import markdown, table
+from tests.bench.report import GOALS, markdown, rows, table, verdict
 
 RESULT = {
     "reduced": False,
@@ -25,16 +30,55 @@ RESULT = {
         "goals": provisioning.GOALS,
     },
     "data": {
-        "size_mb": 100,
-        "mb_per_s": {"upload_files": 90.0, "scp_up": 100.0, "fetch_files": 120.0, "scp_down": 130.0},
-        "upload_over_scp": 0.9,
-        "fetch_over_scp": 0.92,
-        "reupload_bytes_sent": 0,
-        "reupload_s": 0.2,
-        "reupload_over_scp_s": 0.19,
+        "cipher": "aes128-gcm@openssh.com",
+        "sizes": {
+            mb: {
+                "size_mb": int(mb),
+                "mb_per_s": {
+                    "upload_blobs": 90.0,
+                    "raw_up": 130.0,
+                    "scp_up": 100.0,
+                    "fetch": 156.0,
+                    "raw_down": 160.0,
+                    "scp_down": 130.0,
+                },
+                "upload_over_scp": 0.9,
+                "raw_up_over_scp": 1.3,
+                "fetch_over_scp": 1.2,
+                "raw_down_over_scp": 1.23,
+                "reupload_bytes_sent": 0,
+                "reupload_s": 0.2,
+                "reupload_over_scp_s": 0.19,
+            }
+            for mb in ("100", "1000")
+        },
     },
-    "submit": {"median_first_step_s": 8.0, "median_overhead_s": 6.0, "overhead_share": 0.75},
+    "submit": {
+        "phases_s": {
+            "checks": 0.31,
+            "connect": 0.1,
+            "host record": 0.05,
+            "upload": 0.2,
+            "stage and launch": 0.4,
+        },
+        "median_submit_s": 1.5,
+        "median_first_log_line_s": 4.0,
+        "median_first_step_s": 8.0,
+        "median_lf_startup_s": 2.0,
+        "median_overhead_s": 6.0,
+        "lf_import_s": [3.0, 3.2],
+        "overhead_minus_import_s": 2.9,
+    },
+    "hub": {
+        "model": "radeonlab-sandbox/tiny-llama",
+        "first": {"first_step_s": 12.0},
+        "second": {"first_step_s": 9.0},
+        "hub_bytes_first": 855000,
+        "hub_bytes_second": 0,
+        "second_over_first": 0.75,
+    },
     "watch": {
+        "window_s": 30.0,
         "watching_cpu_s_per_min": 4.0,
         "idle_cpu_s_per_min": 0.2,
         "watch_cost_share_of_one_core": 0.063,
@@ -55,10 +99,37 @@ def test_the_ansible_row_gives_both_ratios_against_their_goals() -> None:
 def test_the_markdown_table_states_the_machine_and_has_every_row() -> None:
     text = markdown(RESULT)
     assert text.startswith("Run of 2026-12-03 10:00 UTC on AMD EPYC, 2 cores; load average 1.00 1.00 1.00")
+    assert "cipher aes128-gcm@openssh.com" in text.splitlines()[0]
     lines = [line for line in text.splitlines() if line.startswith("| ")]
-    assert len(lines) == 1 + 7 and lines[0] == "| what | measured | ratio |"
-    assert any(line.startswith("| vs Ansible |") for line in lines)
-    assert len(table(RESULT).splitlines()) == 2 + 7
+    # provisioning 2, data 3 per size, submit 2, hub 1, watch 1
+    assert len(lines) == 1 + 2 + 6 + 2 + 1 + 1 and lines[0] == "| what | measured | ratio |"
+    whats = [line.split(" | ")[0][2:] for line in lines[1:]]
+    assert whats[2:8] == [
+        "upload 100 MB", "fetch 100 MB", "re-upload unchanged 100 MB",
+        "upload 1000 MB", "fetch 1000 MB", "re-upload unchanged 1000 MB",
+    ]  # fmt: skip
+    assert len(table(RESULT).splitlines()) == 2 + 12
+    assert "**" not in table(RESULT)
+
+
+def test_each_goal_says_met_or_by_how_much_it_is_missed() -> None:
+    found = {what: ratio for what, _, ratio in rows(RESULT)}
+    assert found["upload 100 MB"] == "**0.90x scp**; goal >= 1.2x: missed by 0.30x"
+    assert found["fetch 1000 MB"] == "**1.20x scp**; goal >= 1.2x: met"
+    assert found["re-upload unchanged 100 MB"] == "**0.190x** one scp's time; goal <= 0.2x: met"
+    assert found["submit -> first step"].startswith(
+        "minus LF start-up **6.0 s**; goal <= 3.0 s: missed by 3.00 s"
+    )
+    assert found["watch cost on the host"] == "**0.0630 of one core**; goal <= 0.01: missed by 0.053"
+    assert found["Hub model: 2nd job vs 1st"] == "**0.75x** the first job's submit-to-first-step"
+    assert verdict(0.5, GOALS["watch_share_of_one_core"], False, "share").endswith("missed by 0.490")
+
+
+def test_a_partial_run_reports_what_it_measured() -> None:
+    partial = {k: v for k, v in RESULT.items() if k in ("machine", "total_s", "submit")}
+    assert [what for what, _, _ in rows(partial)] == ["submit phases (s)", "submit -> first step"]
+    assert "checks 0.31" in rows(partial)[0][1]
+    assert "cipher" not in markdown(partial)
 
 
 def test_phases_last_until_the_next_step_starts() -> None:
@@ -91,3 +162,35 @@ def test_the_provisioning_summary_is_json_and_feeds_the_table() -> None:
     assert summary["phases"]["ansible_noop"] == [["start-up", 1.0], ["Install ROCm 7.2.4 packages", 3.0]]
     rows = provisioning.table_rows(summary)
     assert rows[1][2] == "first 0.40x (goal <= 0.6); no-op 0.11x (goal <= 0.25)"
+
+
+@pytest.mark.sandbox
+@pytest.mark.slow
+def test_the_reduced_bench_runs_end_to_end(tmp_path: Path) -> None:
+    """CI's smoke run of the bench (1 host per engine, 1 round, 8 MB): every section measured and written,
+    every transfer verified, unchanged data not sent again. No time is asserted."""
+    out = tmp_path / "bench.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.bench.run", "--reduced", "--out", str(out)],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    result = json.loads(out.read_text())
+    errors = result.get("errors", {})
+    assert done.returncode == (1 if errors else 0), done.stdout[-3000:] + done.stderr[-3000:]
+    assert not set(errors) - {"provisioning"}, errors
+    data = result["data"]["sizes"]["8"]
+    assert data["reupload_bytes_sent"] == 0
+    assert set(data["mb_per_s"]) == {"scp_up", "upload_blobs", "raw_up", "scp_down", "fetch", "raw_down"}
+    assert {"checks", "connect", "host record", "upload", "stage and launch"} <= set(
+        result["submit"]["phases_s"]
+    )
+    assert result["hub"]["hub_bytes_first"] > 0 and result["hub"]["hub_bytes_second"] == 0
+    if errors:  # said, not hidden: the other sections above must still pass
+        pytest.xfail(
+            "the Ansible anchor's filter plugin does not follow issue 12's gpu_env/verify API yet: "
+            + errors["provisioning"][:300]
+        )
+    assert len(rows(result)) == 2 + 3 + 2 + 1 + 1

@@ -61,17 +61,11 @@ def install_rocm(gfx_targets: Sequence[str | None] = ()) -> None:
     data = settings()
     codename = repos.check_supported(host.name, repos.distro_from_fact(host.get_fact(LinuxDistribution)))
     try:
-        repos.check_request(data, codename)
-        if data["rocm_stream"] == "legacy":
-            keyring, key_url, origin = data["rocm_keyring"], data["rocm_key_url"], data["rocm_origin"]
-            lines, packages = repos.legacy_sources(data, codename), repos.legacy_packages(data)
+        source = repos.apt_source(data, codename)
+        if source.stream == "legacy":
+            packages = repos.legacy_packages(data)
         else:
-            keyring, key_url, origin = (
-                data["rocm_coresdk_keyring"],
-                data["rocm_coresdk_key_url"],
-                data["rocm_coresdk_origin"],
-            )
-            lines, packages = repos.coresdk_sources(data, codename), repos.coresdk_packages(data, gfx_targets)
+            packages = repos.coresdk_packages(data, gfx_targets)
     except ValueError as e:
         raise DeployError(f"{host.name}: {e}") from None
     if not packages:
@@ -87,25 +81,24 @@ def install_rocm(gfx_targets: Sequence[str | None] = ()) -> None:
             **SUDO,
         )
 
-    stream = str(data["rocm_stream"])
-    removed = _remove_other_streams(data, stream)
-    paths = repos.stream_files(stream)
+    removed = _remove_other_streams(data, source.stream)
     source_ops = [
-        apt.key(name=f"Install AMD's apt key as {keyring}", src=key_url, dest=keyring, **SUDO),
-        _root_template(
-            name=f"Write {paths['list']}",
-            template="apt-sources.list.j2",
-            dest=paths["list"],
-            lines=lines,
-            comment=f"ROCm {data['rocm_version']} ({stream} stream"
-            + (f", {data['rocm_coresdk_layout']} layout)" if stream == "coresdk" else ")"),
+        apt.key(
+            name=f"Install AMD's apt key as {source.keyring}", src=source.key_url, dest=source.keyring, **SUDO
         ),
         _root_template(
-            name=f"Pin {origin} above the distribution's packages",
+            name=f"Write {source.list_path}",
+            template="apt-sources.list.j2",
+            dest=source.list_path,
+            lines=list(source.lines),
+            comment=source.comment,
+        ),
+        _root_template(
+            name=f"Pin {source.origin} above the distribution's packages",
             template="apt-pin.j2",
-            dest=paths["pin"],
-            origin=origin,
-            pin=repos.pin(origin),
+            dest=source.pin_path,
+            origin=source.origin,
+            pin=source.pin,
         ),
         *removed,
     ]

@@ -156,6 +156,57 @@ def driver_sources(data: Mapping[str, Any], codename: str) -> list[str]:
     return [_deb(data["rocm_keyring"], url, suite)]
 
 
+@dataclass(frozen=True)
+class AptSource:
+    """Everything the role writes to add one stream's apt repository: the key (fetched from `key_url` into
+    `keyring`), the sources list at `list_path` with `lines` under a `comment`, and the pin at `pin_path`."""
+
+    stream: str
+    keyring: str
+    key_url: str
+    origin: str
+    list_path: str
+    pin_path: str
+    lines: tuple[str, ...]
+    pin: str
+    comment: str
+
+
+def apt_source(data: Mapping[str, Any], codename: str) -> AptSource:
+    """The apt key, sources lines and pin of the configured stream on this distribution: the one place both
+    the role's operations and the bench's Ansible anchor take them from. Raises ValueError (one line) for a
+    request `check_request` refuses.
+
+        source = apt_source({**DEFAULTS, "rocm_stream": "legacy", "rocm_version": "7.2.4"}, "noble")
+        source.list_path  # "/etc/apt/sources.list.d/rocm.list"; source.lines: the repo.radeon.com lines
+    """
+    check_request(data, codename)
+    stream = str(data["rocm_stream"])
+    if stream == "legacy":
+        keyring, key_url, origin = data["rocm_keyring"], data["rocm_key_url"], data["rocm_origin"]
+        lines, comment = legacy_sources(data, codename), f"ROCm {data['rocm_version']} (legacy stream)"
+    else:
+        keyring, key_url, origin = (
+            data["rocm_coresdk_keyring"],
+            data["rocm_coresdk_key_url"],
+            data["rocm_coresdk_origin"],
+        )
+        lines = coresdk_sources(data, codename)
+        comment = f"ROCm {data['rocm_version']} (coresdk stream, {_layout(data)} layout)"
+    paths = stream_files(stream)
+    return AptSource(
+        stream=stream,
+        keyring=str(keyring),
+        key_url=str(key_url),
+        origin=str(origin),
+        list_path=paths["list"],
+        pin_path=paths["pin"],
+        lines=tuple(lines),
+        pin=pin(str(origin)),
+        comment=comment,
+    )
+
+
 def pin(origin: str, priority: int = 600) -> str:
     """An apt preferences file that prefers the ROCm repository over the distribution's own ROCm."""
     return f"Package: *\nPin: release o={origin}\nPin-Priority: {priority}\n"

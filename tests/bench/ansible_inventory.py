@@ -60,29 +60,30 @@ def settings(host_data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def rocm_sources(data: Mapping[str, Any]) -> dict[str, Any]:
-    """What roles/rocm writes for its stream: key, keyring, the sources lines per supported codename (the
-    playbook picks the host's), the pin. Mirrors the branch in roles/rocm/__init__.py install_rocm."""
-    stream = data["rocm_stream"]
-    if stream == "legacy":
-        keyring, key_url, origin, list_name = (
-            data["rocm_keyring"], data["rocm_key_url"], data["rocm_origin"], "rocm"
-        )  # fmt: skip
-        lines = {c: repos.legacy_sources(data, c) for c in SUPPORTED_DISTROS.values()}
-    elif stream == "coresdk":
-        keyring, key_url, origin, list_name = (
-            data["rocm_coresdk_keyring"], data["rocm_coresdk_key_url"], data["rocm_coresdk_origin"], "amdrocm"
-        )  # fmt: skip
-        lines = {c: repos.coresdk_sources(data, c) for c in SUPPORTED_DISTROS.values()}
-    else:
-        raise ValueError(f"rocm_stream must be 'legacy' or 'coresdk', not {stream!r}")
+    """What roles/rocm writes for its stream, from the role's own `repos.apt_source`: key, keyring, list and
+    pin paths and contents, the sources lines per codename the stream serves (the playbook picks the host's),
+    plus the stream's linker paths and version file. ValueError when the stream serves no codename."""
+    found: dict[str, repos.AptSource] = {}
+    refusals = []
+    for codename in SUPPORTED_DISTROS.values():
+        try:
+            found[codename] = repos.apt_source(data, codename)
+        except ValueError as e:  # a codename this stream does not serve: the playbook's assert says so
+            refusals.append(str(e))
+    if not found:
+        raise ValueError(refusals[0])
+    first = next(iter(found.values()))
     return {
-        "keyring": keyring,
-        "key_url": key_url,
-        "origin": origin,
-        "list_name": list_name,
-        "sources": lines,
-        "comment": f"ROCm {data['rocm_version']} ({stream} stream)",
-        "pin": repos.pin(origin),
+        "keyring": first.keyring,
+        "key_url": first.key_url,
+        "origin": first.origin,
+        "list_path": first.list_path,
+        "pin_path": first.pin_path,
+        "sources": {c: list(s.lines) for c, s in found.items()},
+        "comment": first.comment,
+        "pin": first.pin,
+        "ld_paths": repos.ld_paths(data),
+        "version_file": repos.version_file(data),
     }
 
 

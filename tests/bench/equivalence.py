@@ -32,8 +32,8 @@ def role_files(data: Mapping[str, Any]) -> list[str]:
     rocm = rocm_sources(data)
     return [
         rocm["keyring"],
-        f"/etc/apt/sources.list.d/{rocm['list_name']}.list",
-        f"/etc/apt/preferences.d/{rocm['list_name']}-pin-600",
+        rocm["list_path"],
+        rocm["pin_path"],
         "/etc/ld.so.conf.d/rocm.conf",
         "/etc/profile.d/radeonlab-rocm.sh",
         str(data["gpu_env_profile_path"]),
