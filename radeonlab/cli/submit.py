@@ -99,7 +99,7 @@ def command(
         if sweeps or follow:
             from radeonlab.errors import InputError
 
-            raise InputError("--sweep and --watch are not wired for Slurm yet: submit each job, then watch it")
+            raise InputError("--sweep and --watch are not wired for Slurm yet: submit each job, then look")
         raise SystemExit(submit_slurm(spec, inv, lab, overrides, nodes, dry_run, strict, verbose, as_json))
     if sweeps:
         raise SystemExit(submit_sweep(spec, inv, sweeps, overrides, host, nodes, dry_run, strict,
@@ -248,5 +248,5 @@ def submit_slurm(
         click.echo(f"submitted {result.job_id} through Slurm: {result.state.summary()}")
         for note in result.notes:
             click.echo(f"  {note}")
-        click.echo(f"  follow it: radeonlab status {result.job_id}   cancel: radeonlab cancel {result.job_id}")
+        click.echo(f"  follow it: radeonlab status {result.job_id}  cancel: radeonlab cancel {result.job_id}")
     return 0
