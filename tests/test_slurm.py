@@ -259,11 +259,20 @@ def test_config_change_reconfigures_and_a_running_job_survives(clean: Lab) -> No
         assert lab.deploy().returncode == 0
 
 
-def test_stopped_slurmd_marks_the_node_down_and_slurm_places_nothing_there(clean: Lab) -> None:
+def test_stopped_slurmd_marks_the_node_down_and_slurm_places_nothing_there(
+    clean: Lab, runner: Runner
+) -> None:
     lab = clean
     lab.sh("kill $(cat /run/slurmd.pid)", host="slurm-9070", user=None)
     wait_for("slurm-9070 down in sinfo", lambda: lab.nodes()["slurm-9070"].state.startswith("down"))
     assert not lab.nodes()["slurm-9070"].usable
+    fleet = runner.cli("fleet", "-i", INVENTORY, "--json")
+    said = {
+        v["host"]: (v["provisioned"], v["slurm"]) for v in json.loads(fleet.stdout) if v["host"] in lab.hosts
+    }
+    assert said[CTL] == (False, "Slurm controller"), said
+    assert said["slurm-9070"][1].startswith("Slurm node: down") and "places nothing" in said["slurm-9070"][1]
+    assert said["slurm-7900"] == (True, "Slurm node: idle"), said
     ids = [lab.submit("--gres=gpu:1", "--wrap", HOLD) for _ in range(3)]
 
     def two_running() -> list[slurm.SlurmJob] | None:
