@@ -122,6 +122,7 @@ def fold(rows: Sequence[dict], jobs: Mapping[str, slurm.SlurmJob] | None) -> lis
         started = [r for r in copies if r["state"] != JobState.QUEUED.value]
         row = dict((started or copies)[0])
         found = (jobs or {}).get(job_id)
+        row["slurm"] = found.job_id if found else row["slurm"]
         if not started and found is not None:
             state = overlay(StateRecord.from_dict({"state": row["state"], "reason": row["reason"]}), found)
             row.update(state=state.state.value, reason=state.reason)

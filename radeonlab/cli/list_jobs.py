@@ -89,7 +89,8 @@ def command(
                         "reason": state.reason,
                         "end_reason": state.end,
                         "source": "host",
-                        "slurm": str(job.slurm.get("job_id") or "") if job.slurm else "",
+                        # a Slurm job: its controller here, its Slurm id once `fold_slurm` asked Slurm
+                        "slurm": str(job.slurm.get("job_id") or job.slurm.get("controller") or ""),
                     }
                 )
             store.rebuild(conn, found, hosts=[view.name])
