@@ -478,3 +478,20 @@ def test_four_jobs_on_three_gpus_through_radeonlab(clean: Lab, runner: Runner) -
     assert live == {j.name for j in lab.jobs().values() if j.state in ("PENDING", "RUNNING")}
     for job_id in [*longs, *more]:
         runner.cli("cancel", job_id, "-i", INVENTORY)
+
+
+def test_the_nan_ladder_rescues_a_job_inside_its_allocation(clean: Lab, runner: Runner) -> None:
+    """The supervisor runs inside the batch job: a real NaN (learning_rate 1e30) is stopped and retried
+    with the ladder's changes, all in one Slurm allocation, which ends COMPLETED."""
+    nan = runner.spec("nan.yaml", {"max_steps": 12, "save_steps": 2, "learning_rate": "1.0e+30"})
+    job_id, slurm_id = runner.submit(nan)
+    wait_for("the NaN job to end", lambda: runner.status(job_id)["state"] not in ("queued", "running"),
+             lambda: runner.status(job_id))  # fmt: skip
+    done = runner.status(job_id)
+    assert done["state"] == "succeeded", done
+    assert [a["state"] for a in done["attempts"]] == ["stopped", "stopped", "succeeded"], done["attempts"]
+    assert done["result"]["settings"] == {"flash_attn": "disabled", "learning_rate": 5e-05}
+    assert done["step"] == 12
+    wait_for(
+        "Slurm to record the end", lambda: runner.lab.jobs()[slurm_id].state == "COMPLETED", runner.lab.jobs
+    )
