@@ -492,6 +492,5 @@ def test_the_nan_ladder_rescues_a_job_inside_its_allocation(clean: Lab, runner: 
     assert [a["state"] for a in done["attempts"]] == ["stopped", "stopped", "succeeded"], done["attempts"]
     assert done["result"]["settings"] == {"flash_attn": "disabled", "learning_rate": 5e-05}
     assert done["step"] == 12
-    wait_for(
-        "Slurm to record the end", lambda: runner.lab.jobs()[slurm_id].state == "COMPLETED", runner.lab.jobs
-    )
+    ended = lambda: (j := runner.lab.jobs().get(slurm_id)) is not None and j.state == "COMPLETED"  # noqa: E731
+    wait_for("Slurm to record the end", ended, runner.lab.jobs)
