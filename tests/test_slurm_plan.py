@@ -301,3 +301,21 @@ def test_a_folder_that_has_not_started_shows_what_slurm_says() -> None:
         "demo-2": ("ws2", "cancelled", "x"),
         "own-1": ("ws3", "running", ""),
     }
+
+
+def test_under_srun_the_allocation_names_the_ranks_not_job_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from radeonlab.jobs.host import launcher
+
+    from radeonlab.contract.records import JobRecord
+
+    job = JobRecord("j", "j", "j.yaml", "t", "ws2", gpus=[0], env={"NODE_RANK": "0", "MASTER_ADDR": "old"})
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    monkeypatch.setenv("NODE_RANK", "1")
+    outside = launcher.child_env(str(tmp_path), job, {}, "/v")
+    assert (outside["NODE_RANK"], outside["MASTER_ADDR"]) == ("0", "old")  # the built-in: job.json
+    monkeypatch.setenv("SLURM_JOB_ID", "12")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.77.3")
+    inside = launcher.child_env(str(tmp_path), job, {}, "/v")
+    assert (inside["NODE_RANK"], inside["MASTER_ADDR"]) == ("1", "127.0.77.3")
