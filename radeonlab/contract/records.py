@@ -199,7 +199,7 @@ class JobRecord:
     code: dict[str, Any] = field(default_factory=dict)  # {digest, files: {path: sha256}} of host/
     result: dict[str, Any] = field(default_factory=dict)  # which attempt and settings made the adapter
     report: str = ""  # the supervisor's give-up report when no remedy was left
-    # Slurm (radeonlab_scheduler: slurm): {controller, candidates: [hosts staged], job_id once sbatch answered}
+    # radeonlab_scheduler: slurm: {controller, candidates: [nodes staged], job_id (once sbatch answered)}
     slurm: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as they are
 
