@@ -9,6 +9,8 @@ The SIMULATED accommodations (own ports, no cgroups, detached daemons) are radeo
 
 from __future__ import annotations
 
+import json
+import re
 import shlex
 import time
 from collections.abc import Callable, Iterator
@@ -16,9 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner, Result
 from radeonlab.jobs.plan import slurm
 
-from radeonlab.sandbox import aptrepo, slurmlab, web, wheels
+from radeonlab.cli import main
+from radeonlab.sandbox import aptrepo, demodata, slurmlab, tinymodel, web, wheels
+from radeonlab.sandbox.demo import write_spec
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost
 from tests.test_provision import Run, run_deploy
 
@@ -254,11 +259,20 @@ def test_config_change_reconfigures_and_a_running_job_survives(clean: Lab) -> No
         assert lab.deploy().returncode == 0
 
 
-def test_stopped_slurmd_marks_the_node_down_and_slurm_places_nothing_there(clean: Lab) -> None:
+def test_stopped_slurmd_marks_the_node_down_and_slurm_places_nothing_there(
+    clean: Lab, runner: Runner
+) -> None:
     lab = clean
     lab.sh("kill $(cat /run/slurmd.pid)", host="slurm-9070", user=None)
     wait_for("slurm-9070 down in sinfo", lambda: lab.nodes()["slurm-9070"].state.startswith("down"))
     assert not lab.nodes()["slurm-9070"].usable
+    fleet = runner.cli("fleet", "-i", INVENTORY, "--json")
+    said = {
+        v["host"]: (v["provisioned"], v["slurm"]) for v in json.loads(fleet.stdout) if v["host"] in lab.hosts
+    }
+    assert said[CTL] == (False, "Slurm controller"), said
+    assert said["slurm-9070"][1].startswith("Slurm node: down") and "places nothing" in said["slurm-9070"][1]
+    assert said["slurm-7900"] == (True, "Slurm node: idle"), said
     ids = [lab.submit("--gres=gpu:1", "--wrap", HOLD) for _ in range(3)]
 
     def two_running() -> list[slurm.SlurmJob] | None:
@@ -311,3 +325,175 @@ def test_munge_key_mismatch_is_reported_by_the_deploy(lab: Lab, tmp_path: Path) 
     assert "cannot decode a credential made on slurm-9070" in line, line
     assert lab.deploy().returncode == 0  # setup.py puts the lab's key back and restarts munged
     assert lab.deploy("deploy/verify.py").returncode == 0
+
+
+# --- radeonlab's job runner through Slurm (radeonlab_scheduler: slurm): real training of the tiny model -----
+# Training jobs of the demo spec on the same lab (one provisioning). Long jobs (max_steps 5000) hold their GPU
+# until cancelled; short ones run a few steps. CPU torch stands in for ROCm torch (SIMULATED cards).
+
+INVENTORY = str(Path(__file__).resolve().parent.parent / "inventories/sandbox.py")
+LONG = {"max_steps": 5000, "save_steps": 1000}
+SHORT = {"max_steps": 4, "save_steps": 100}
+JOBS = "/home/lab/radeonlab/jobs"  # the training user's job folders on every node
+
+
+@dataclass
+class Runner:
+    lab: Lab
+    work: Path
+    env: dict[str, str]
+
+    def cli(self, *args: str) -> Result:
+        return CliRunner().invoke(main, list(args), env=self.env, catch_exceptions=False)
+
+    def spec(self, name: str, overrides: dict[str, object], extra: str = "") -> Path:
+        path = write_spec(self.work, overrides, name=name)
+        path.write_text(path.read_text() + extra)
+        return path
+
+    def submit(self, path: Path, *args: str) -> tuple[str, str]:
+        """(radeonlab id, Slurm id) of a job submitted through Slurm."""
+        done = self.cli("submit", str(path), "-i", INVENTORY, *args)
+        assert done.exit_code == 0, done.output
+        found = re.search(r"submitted (\S+) through Slurm: .*\n  Slurm job (\d+) on slurm-ctl", done.stdout)
+        assert found, done.stdout
+        return found.group(1), found.group(2)
+
+    def status(self, job_id: str) -> dict:
+        done = self.cli("status", job_id, "-i", INVENTORY, "--json")
+        assert done.exit_code in (0, 1), done.output
+        return json.loads(done.stdout)
+
+    def listed(self) -> dict[str, dict]:
+        done = self.cli("list", "-i", INVENTORY, "--json")
+        assert done.exit_code == 0, done.output
+        return {r["id"]: r for r in json.loads(done.stdout)}
+
+    def by_name(self) -> dict[str, slurm.SlurmJob]:
+        return {j.name: j for j in self.lab.jobs().values()}
+
+
+@pytest.fixture(scope="module")
+def runner(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runner]:
+    work = tmp_path_factory.mktemp("slurm-jobs")
+    tinymodel.build_model(work / "tiny-llama", demodata.write_dataset(work / "data"))
+    lab.set_data(list(lab.hosts), radeonlab_scheduler="slurm")
+    env = {"RADEONLAB_SANDBOX_DIR": str(lab.sandbox.state_dir), "RADEONLAB_HOME": str(work / "laptop")}
+    try:
+        yield Runner(lab, work, env)
+    finally:
+        lab.set_data(list(lab.hosts), radeonlab_scheduler="builtin")
+
+
+def folders(lab: Lab, name: str) -> list[str]:
+    return lab.sh(f"ls {JOBS} 2>/dev/null; true", host=name).split()
+
+
+def test_bad_slurm_submits_are_refused_in_one_line(clean: Lab, runner: Runner) -> None:
+    gfx90a = runner.spec("mi.yaml", SHORT, "radeonlab:\n  placement:\n    gfx_family: gfx90a\n")
+    bf16 = runner.spec("bf16-many.yaml", SHORT, "bf16: true\n")
+    cases = [
+        ([str(gfx90a)], "no Slurm node satisfies gfx90a with 1 GPU(s): slurm-"),
+        (
+            [str(bf16), "--nodes", "3"],
+            "--nodes 3: only 2 Slurm node(s) satisfy bf16 (slurm-7900, slurm-9070)",
+        ),
+        ([str(bf16), "--nodes", "4"], "--nodes 4: the Slurm lab has 3 node(s)"),
+    ]
+    for args, said in cases:
+        done = runner.cli("submit", *args, "-i", INVENTORY)
+        lines = done.stderr.strip().splitlines()
+        assert done.exit_code == 2 and len(lines) == 1 and said in lines[0], (args, done.output)
+    # nothing reached Slurm (earlier tests' `wrap` jobs may still be listed), and no job folder was made
+    assert [n for n in runner.by_name() if n.startswith(("mi-", "bf16-many-"))] == []
+    assert [f for n in CARDS for f in folders(clean, n) if f.startswith(("mi-", "bf16-many-"))] == []
+
+
+def test_four_jobs_on_three_gpus_through_radeonlab(clean: Lab, runner: Runner) -> None:
+    """Three run, the fourth (bf16) pends, is not placed on the freed RX 6700 XT, starts on the freed
+    RX 7900 XTX and trains to the end; a pending and running jobs are cancelled; `list` matches squeue."""
+    lab = clean
+    longs = [runner.submit(runner.spec(f"long{i}.yaml", LONG))[0] for i in range(3)]
+    bf16_id, bf16_slurm = runner.submit(runner.spec("bf16.yaml", SHORT, "bf16: true\n"))
+    # the bf16 job is staged only where Slurm may run it, and asks Slurm for the feature
+    assert bf16_id not in folders(lab, "slurm-6700") and bf16_id in folders(lab, "slurm-7900")
+    shown = lab.sh(f"scontrol show job {bf16_slurm}")
+    assert "Features=bf16" in shown and "ExcNodeList=slurm-6700" in shown, shown
+
+    def three_run_one_waits() -> dict[str, slurm.SlurmJob] | None:
+        jobs = runner.by_name()
+        states = sorted(jobs[i].state for i in [*longs, bf16_id] if i in jobs)
+        # a pending job's reason is None until the scheduler has looked at it
+        waits = bf16_id in jobs and jobs[bf16_id].reason == "Resources"
+        return jobs if waits and states == ["PENDING", "RUNNING", "RUNNING", "RUNNING"] else None
+
+    jobs = wait_for("three running jobs and one pending", three_run_one_waits, lab.jobs)
+    assert jobs[bf16_id].state == "PENDING", jobs[bf16_id]
+    on = {jobs[i].nodes[0]: i for i in longs}
+    assert sorted(on) == sorted(CARDS)
+
+    def folders_running() -> dict[str, dict] | None:
+        listed = runner.listed()
+        return listed if all(listed[i]["state"] == "running" for i in longs) else None
+
+    listed = wait_for("the three launchers running", folders_running, runner.listed)
+    # `list` shows the same jobs as squeue, once each, on the node Slurm gave them
+    live = {i for i, r in listed.items() if r["state"] in ("queued", "running")}
+    assert live == {j.name for j in lab.jobs().values() if j.state in ("PENDING", "RUNNING")}
+    assert {listed[i]["host"] for i in longs} == set(CARDS)
+    assert listed[bf16_id]["state"] == "queued" and "pending (Resources)" in listed[bf16_id]["reason"]
+
+    # a GPU frees on the RX 6700 XT: the bf16 job does not take it
+    cancelled = runner.cli("cancel", on["slurm-6700"], "-i", INVENTORY)
+    assert cancelled.exit_code == 0 and "cancelled" in cancelled.stdout, cancelled.output
+    assert runner.status(on["slurm-6700"])["state"] == "cancelled"
+    wait_for("slurm-6700 idle", lambda: lab.nodes()["slurm-6700"].state == "idle", lab.nodes)
+    assert runner.by_name()[bf16_id].state == "PENDING"
+    # a GPU frees on the RX 7900 XTX: the waiting job starts there and trains to the end
+    assert runner.cli("cancel", on["slurm-7900"], "-i", INVENTORY).exit_code == 0
+    wait_for(
+        "the bf16 job on slurm-7900", lambda: runner.by_name()[bf16_id].nodes == ("slurm-7900",), lab.jobs
+    )
+    wait_for("the bf16 job to succeed", lambda: runner.status(bf16_id)["state"] == "succeeded",
+             lambda: runner.status(bf16_id))  # fmt: skip
+    done = runner.status(bf16_id)
+    assert done["host"] == "slurm-7900" and done["step"] == SHORT["max_steps"], done
+
+    # cancel a pending job: two more long jobs take the two free GPUs, a third waits
+    more = [runner.submit(runner.spec(f"more{i}.yaml", LONG))[0] for i in range(3)]
+
+    def one_pending() -> str | None:
+        jobs = runner.by_name()
+        pending = [i for i in more if jobs[i].state == "PENDING"]
+        running = [i for i in more if jobs[i].state == "RUNNING"]
+        return pending[0] if len(pending) == 1 and len(running) == 2 else None
+
+    waiting = str(wait_for("two more running, one pending", one_pending, lab.jobs))
+    cancelled = runner.cli("cancel", waiting, "-i", INVENTORY)
+    assert cancelled.exit_code == 0, cancelled.output
+    assert runner.status(waiting)["state"] == "cancelled"
+    wait_for("the pending job out of the queue", lambda: runner.by_name()[waiting].state == "CANCELLED")
+    for name in CARDS:  # it never started anywhere
+        log = lab.sh(f"cat {JOBS}/{waiting}/train.log 2>/dev/null; true", host=name)
+        assert log == "", (name, log)
+    listed = runner.listed()
+    live = {i for i, r in listed.items() if r["state"] in ("queued", "running")}
+    assert live == {j.name for j in lab.jobs().values() if j.state in ("PENDING", "RUNNING")}
+    for job_id in [*longs, *more]:
+        runner.cli("cancel", job_id, "-i", INVENTORY)
+
+
+def test_the_nan_ladder_rescues_a_job_inside_its_allocation(clean: Lab, runner: Runner) -> None:
+    """The supervisor runs inside the batch job: a real NaN (learning_rate 1e30) is stopped and retried
+    with the ladder's changes, all in one Slurm allocation, which ends COMPLETED."""
+    nan = runner.spec("nan.yaml", {"max_steps": 12, "save_steps": 2, "learning_rate": "1.0e+30"})
+    job_id, slurm_id = runner.submit(nan)
+    wait_for("the NaN job to end", lambda: runner.status(job_id)["state"] not in ("queued", "running"),
+             lambda: runner.status(job_id))  # fmt: skip
+    done = runner.status(job_id)
+    assert done["state"] == "succeeded", done
+    assert [a["state"] for a in done["attempts"]] == ["stopped", "stopped", "succeeded"], done["attempts"]
+    assert done["result"]["settings"] == {"flash_attn": "disabled", "learning_rate": 5e-05}
+    assert done["step"] == 12
+    ended = lambda: (j := runner.lab.jobs().get(slurm_id)) is not None and j.state == "COMPLETED"  # noqa: E731
+    wait_for("Slurm to record the end", ended, runner.lab.jobs)

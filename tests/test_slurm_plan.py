@@ -230,3 +230,92 @@ def test_jobcomp_log() -> None:
 )
 def test_hostlist(text: str, names: list[str]) -> None:
     assert slurm.expand_hostlist(text) == names
+
+
+# --- the job runner's side (jobs/apply/slurm.py, jobs/track/slurm.py): pure parts -------------------------
+
+
+def _targets(**hosts: tuple[tuple[str, ...], dict]) -> dict:
+    from radeonlab.jobs.fleet.inventory import HostTarget
+
+    return {n: HostTarget(n, f"10.0.0.{i}", groups=g, data=d) for i, (n, (g, d)) in enumerate(hosts.items())}
+
+
+def test_the_inventory_picks_the_scheduler_and_names_slurm_nodes() -> None:
+    from radeonlab.jobs.apply.slurm import lab_of
+
+    on = {"radeonlab_scheduler": "slurm"}
+    targets = _targets(
+        ctl=(("slurm_controller",), on),
+        ws1=(("slurm_nodes",), {**on, "slurm_node_name": "gpu-a"}),
+        ws2=(("slurm_nodes",), on),
+        solo=((), {}),
+    )
+    lab = lab_of(targets)
+    assert lab is not None and lab.controller.name == "ctl"
+    assert {k: v.name for k, v in lab.hosts.items()} == {"gpu-a": "ws1", "ws2": "ws2"}
+    assert lab.host_of("gpu-a") == "ws1" and lab.jobcomp_log == "/var/log/slurm/jobcomp.log"
+    assert lab_of(targets, host="solo") is None  # a host of the built-in scheduler, named: no Slurm
+    assert lab_of(targets, host="ws2") is not None
+    assert lab_of(_targets(ws1=((), {}))) is None
+    with pytest.raises(slurm.SlurmError, match="no slurm_controller group"):
+        lab_of(_targets(ws1=(("slurm_nodes",), on)))
+
+
+def test_the_batch_script_runs_the_launcher_without_radeonlab_queue_on_the_staged_nodes_only() -> None:
+    from radeonlab.jobs.apply.slurm import launcher_argv
+
+    argv = launcher_argv("/home/lab/radeonlab/jobs/demo-1", "/opt/radeonlab/venv")
+    job = slurm.BatchJob("demo-1", "/home/lab/radeonlab/jobs/demo-1", argv, constraint="bf16",
+                         exclude=("slurm-6700",))  # fmt: skip
+    script = slurm.sbatch_script(job)
+    assert "#SBATCH --constraint=bf16\n#SBATCH --exclude=slurm-6700\n" in script
+    assert script.endswith(
+        "exec env PYTHONPATH=/home/lab/radeonlab/jobs/demo-1/host python3 -m radeonlab.jobs.host.launcher "
+        "run /home/lab/radeonlab/jobs/demo-1 --venv /opt/radeonlab/venv --allow-shared --no-queue\n"
+    )
+
+
+def test_a_folder_that_has_not_started_shows_what_slurm_says() -> None:
+    from radeonlab.jobs.track.slurm import fold, overlay
+
+    from radeonlab.contract.records import StateRecord
+
+    queued = StateRecord.from_dict({"state": "queued"})
+    pending = slurm.SlurmJob("7", "demo-1", "PENDING", "Resources", ())
+    gone = slurm.SlurmJob("8", "demo-2", "CANCELLED", "exit 0:0", ())
+    assert overlay(queued, pending).reason == "Slurm job 7 pending (Resources)"
+    assert overlay(queued, gone).state is JobState.CANCELLED
+    running = StateRecord.from_dict({"state": "running", "pid": 5})
+    assert overlay(running, gone) is running  # a folder that started is the truth
+    rows = [
+        {"id": "demo-1", "state": "queued", "reason": "", "slurm": "7", "host": "ws1"},
+        {"id": "demo-1", "state": "queued", "reason": "", "slurm": "7", "host": "ws2"},
+        {"id": "demo-2", "state": "queued", "reason": "", "slurm": "8", "host": "ws1"},
+        {"id": "demo-2", "state": "cancelled", "reason": "x", "slurm": "8", "host": "ws2"},
+        {"id": "own-1", "state": "running", "reason": "", "slurm": "", "host": "ws3"},
+    ]
+    folded = {r["id"]: (r["host"], r["state"], r["reason"]) for r in fold(rows, {"demo-1": pending})}
+    assert folded == {
+        "demo-1": ("ws1", "queued", "Slurm job 7 pending (Resources)"),
+        "demo-2": ("ws2", "cancelled", "x"),
+        "own-1": ("ws3", "running", ""),
+    }
+
+
+def test_under_srun_the_allocation_names_the_ranks_not_job_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from radeonlab.jobs.host import launcher
+
+    from radeonlab.contract.records import JobRecord
+
+    job = JobRecord("j", "j", "j.yaml", "t", "ws2", gpus=[0], env={"NODE_RANK": "0", "MASTER_ADDR": "old"})
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    monkeypatch.setenv("NODE_RANK", "1")
+    outside = launcher.child_env(str(tmp_path), job, {}, "/v")
+    assert (outside["NODE_RANK"], outside["MASTER_ADDR"]) == ("0", "old")  # the built-in: job.json
+    monkeypatch.setenv("SLURM_JOB_ID", "12")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.77.3")
+    inside = launcher.child_env(str(tmp_path), job, {}, "/v")
+    assert (inside["NODE_RANK"], inside["MASTER_ADDR"]) == ("1", "127.0.77.3")

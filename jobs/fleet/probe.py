@@ -41,6 +41,7 @@ class HostView:
     gpus: list[GpuReading] = field(default_factory=list)
     jobs: list[dict[str, Any]] = field(default_factory=list)  # jobs/host/probe.py job summaries
     seconds: float | None = None
+    slurm: str = ""  # what Slurm says of the host (jobs/fleet/slurm.py), in a Slurm lab
 
     @property
     def provisioned(self) -> bool:
@@ -93,6 +94,7 @@ class HostView:
             "queued": [j["id"] for j in self.live_jobs(JobState.QUEUED)],
             "stale": self.stale,
             "seconds": self.seconds,
+            "slurm": self.slurm,
         }
 
 

@@ -44,6 +44,11 @@ from radeonlab.contract.jobdir import (
 from radeonlab.contract.records import JobRecord
 from radeonlab.contract.state import EndReason, JobState
 
+# A multi-node job started by Slurm's batch script (srun, one launcher per node): these come from the
+# allocation, not from job.json, because Slurm, not the laptop, chose the nodes and rank 0's address.
+SLURM_TORCHRUN_KEYS = (
+    "FORCE_TORCHRUN", "NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "NPROC_PER_NODE"
+)  # fmt: skip
 CANCEL_SETTLE_S = 5.0  # after the group is gone, how long cancel waits for the launcher's final write
 
 
@@ -154,6 +159,8 @@ def child_env(job_dir: str, job: JobRecord, secrets: dict[str, str], venv: str) 
     if job.gpus:
         env["HIP_VISIBLE_DEVICES"] = ",".join(str(g) for g in job.gpus)
     env.update({str(k): str(v) for k, v in job.env.items()})
+    if os.environ.get("SLURM_JOB_ID"):  # under Slurm the allocation says who is who (jobs/plan/slurm.py)
+        env.update({k: os.environ[k] for k in SLURM_TORCHRUN_KEYS if os.environ.get(k)})
     env.update(secrets)
     return env
 

@@ -288,6 +288,7 @@ def plan_job(
     allow_shared: bool = False,
     ask_blobs: bool = True,
     environ: dict[str, str] | None = None,
+    job_id: str | None = None,
     say: Say = print,
 ) -> JobPlan:
     """Decide the job (see the module docstring). The returned plan holds open connections: close it."""
@@ -315,7 +316,7 @@ def plan_job(
         secret["HF_TOKEN"] = token.value
     if model.endpoint:
         plain.setdefault("HF_ENDPOINT", model.endpoint)
-    job_id = new_job_id(Path(spec_path).stem)
+    job_id = job_id or new_job_id(Path(spec_path).stem)  # given: one job planned on several hosts (Slurm)
     plan = JobPlan(
         job_id,
         spec,

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from radeonlab.contract.state import JobState
-from radeonlab.errors import RadeonlabError
+from radeonlab.errors import InputError
 
 MASTER_PORT = 29500  # torchrun's rendezvous port on rank 0 (as radeonlab_master_port)
 # Multi-node jobs add SLURM_JOB_ID % PORT_SPAN to the master port, so two jobs whose rank 0 shares a
@@ -40,7 +40,7 @@ GIB = 2**30
 GB = 10**9
 
 
-class SlurmError(RadeonlabError):
+class SlurmError(InputError):
     """A job Slurm cannot take, or an inventory that cannot use Slurm: one line for the user."""
 
 
@@ -208,6 +208,7 @@ class BatchJob:
     nodes: int = 1
     constraint: str = ""
     partition: str = ""
+    exclude: Sequence[str] = ()  # Slurm nodes the job may not run on (not staged there)
     env: Mapping[str, str] = field(default_factory=dict)
     master_port: int = MASTER_PORT
     port_span: int = PORT_SPAN
@@ -240,6 +241,7 @@ def sbatch_script(job: BatchJob) -> str:
     head += [f"#SBATCH --gres=gpu:{job.gpus_per_node}"] if job.gpus_per_node else []
     head += [f"#SBATCH --constraint={job.constraint}"] if job.constraint else []
     head += [f"#SBATCH --partition={job.partition}"] if job.partition else []
+    head += [f"#SBATCH --exclude={','.join(job.exclude)}"] if job.exclude else []
     body = ["set -eu", f"cd {q(job.job_dir)}"]
     body += [f"export {k}={q(v)}" for k, v in job.env.items()]
     launcher = shlex.join(job.launcher)

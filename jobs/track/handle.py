@@ -24,7 +24,14 @@ from radeonlab.jobs.track import follow
 from radeonlab.contract.jobdir import JobDir
 from radeonlab.contract.jobid import is_job_id
 from radeonlab.contract.records import HostRecord, JobRecord, StateRecord
-from radeonlab.errors import InputError, JobNotFoundError, RadeonlabError, TransportError, one_line
+from radeonlab.errors import (
+    InputError,
+    JobNotFoundError,
+    JobStateError,
+    RadeonlabError,
+    TransportError,
+    one_line,
+)
 
 LAST = "@last"
 Say = Callable[[str], None]
@@ -110,6 +117,11 @@ class JobHandle:
             except BaseException:
                 remote.close()
                 raise
+            if handle.job.slurm and not host:
+                node = handle.slurm_view()
+                if node and node != target.name:  # Slurm ran it elsewhere: that node's folder is the truth
+                    handle.close()
+                    return cls.open(job_id, inventory, node)
             handle.cache()
             return handle
         where = ", ".join(t.name for t in candidates)
@@ -121,6 +133,17 @@ class JobHandle:
 
     def close(self) -> None:
         self.remote.close()
+
+    def slurm_view(self) -> str | None:
+        """A Slurm job: show Slurm's word while the folder has not started; the host it runs on, if any."""
+        from radeonlab.jobs.track import slurm as slurm_track
+
+        lab = slurm_track.lab_for(self.targets, self.job.slurm)
+        if lab is None:
+            return None
+        found = slurm_track.slurm_jobs(lab).get(self.id)
+        self.state = slurm_track.overlay(self.state, found)
+        return slurm_track.ran_on(lab, found)
 
     def __enter__(self) -> JobHandle:
         return self
@@ -201,7 +224,10 @@ class JobHandle:
             return list(pool.map(lambda p: one(*p), peers))
 
     def cancel(self) -> tuple[StateRecord, list[RankResult]]:
-        """Cancel every rank at once (each rank's launcher records the cancel before it signals)."""
+        """Cancel every rank at once (each rank's launcher records the cancel before it signals); a Slurm
+        job on every node it was staged on, then in Slurm (jobs/track/slurm.py)."""
+        if self.job.slurm:
+            return self._cancel_slurm()
 
         def cancel_on(remote: Remote, record: HostRecord) -> StateRecord:
             result = remote.tool("launcher", ["cancel", record.job_dir(self.id).root])
@@ -213,6 +239,18 @@ class JobHandle:
             ranks = peers.result()
         self.refresh()
         return state, ranks
+
+    def _cancel_slurm(self) -> tuple[StateRecord, list[RankResult]]:
+        from radeonlab.jobs.track import slurm as slurm_track
+
+        lab = slurm_track.lab_for(self.targets, self.job.slurm)
+        if lab is None:
+            ctl = self.job.slurm.get("controller")
+            raise JobStateError(f"{self.id}: its Slurm controller {ctl} is no longer the inventory's")
+        _word, done = slurm_track.cancel(self.id, self.job.slurm, self.targets, lab)
+        self.refresh()
+        others = [RankResult(0, d.host, d.state, d.error) for d in done if d.host != self.target.name]
+        return self.state, others
 
 
 def _parse(item: dict) -> tuple[JobRecord, StateRecord, bool | None]:

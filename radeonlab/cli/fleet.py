@@ -39,6 +39,11 @@ def command(inventory: str | None, limit: str | None, timeout: float, as_json: b
 
     targets = select_hosts(load_inventory(inventory_path(inventory)), limit_value(limit))
     views = probe_hosts(targets, timeout)
+    from radeonlab.jobs.fleet.slurm import slurm_words
+
+    said = slurm_words(load_inventory(inventory_path(inventory)))  # the whole inventory: its controller
+    for view in views:
+        view.slurm = said.get(view.name, "")
     if as_json:
         echo_json([v.to_dict() for v in views])
     else:

@@ -54,7 +54,8 @@ def command(
     unknown = [s for s in wanted if s not in STATES]
     if unknown:
         raise InputError(f"--state {','.join(unknown)}: not a job state ({', '.join(STATES)})")
-    targets = select_hosts(load_inventory(inventory_path(inventory)), limit_value(limit))
+    inventory_hosts = load_inventory(inventory_path(inventory))
+    targets = select_hosts(inventory_hosts, limit_value(limit))
     views = probe_hosts(targets, timeout, jobs="full")
     rows = []
     with contextlib.closing(store.connect()) as conn:
@@ -88,9 +89,13 @@ def command(
                         "reason": state.reason,
                         "end_reason": state.end,
                         "source": "host",
+                        # a Slurm job: its controller here, its Slurm id once `fold_slurm` asked Slurm
+                        "slurm": str(job.slurm.get("job_id") or job.slurm.get("controller") or ""),
                     }
                 )
             store.rebuild(conn, found, hosts=[view.name])
+    if any(r.get("slurm") for r in rows):  # one row per Slurm job, with Slurm's word while it waits
+        rows = fold_slurm(rows, inventory_hosts)
     rows = [r for r in rows if not wanted or r["state"] in wanted]
     rows.sort(key=lambda r: (r["created_at"] or "", r["id"]), reverse=True)
     if as_json:
@@ -105,3 +110,19 @@ def command(
                     f"{view.name}: unreachable ({view.error}); its rows are from the local cache", err=True
                 )
     raise SystemExit(0 if all(v.reachable for v in views) else 1)
+
+
+def fold_slurm(rows: list[dict], targets: dict) -> list[dict]:
+    from radeonlab.errors import RadeonlabError, one_line
+    from radeonlab.jobs.apply.slurm import lab_of
+    from radeonlab.jobs.track.slurm import fold, slurm_jobs
+
+    try:
+        lab = lab_of(targets)
+        jobs = slurm_jobs(lab) if lab else None
+    except RadeonlabError as exc:  # the hosts' rows still show; Slurm's word is missing
+        from radeonlab.cli.options import say
+
+        say(f"radeonlab: warning: Slurm not asked: {one_line(exc)}")
+        jobs = None
+    return fold(rows, jobs)

@@ -92,6 +92,15 @@ def command(
     from radeonlab.jobs.plan.plan import plan_job
 
     inv = inventory_path(inventory)
+    from radeonlab.jobs.apply.slurm import slurm_lab_for
+
+    lab = slurm_lab_for(inv, host)
+    if lab is not None:  # radeonlab_scheduler: slurm (README "Slurm")
+        if sweeps or follow:
+            from radeonlab.errors import InputError
+
+            raise InputError("--sweep and --watch are not wired for Slurm yet: submit each job, then look")
+        raise SystemExit(submit_slurm(spec, inv, lab, overrides, nodes, dry_run, strict, verbose, as_json))
     if sweeps:
         raise SystemExit(submit_sweep(spec, inv, sweeps, overrides, host, nodes, dry_run, strict,
                                       allow_shared, follow, as_json))  # fmt: skip
@@ -196,3 +205,48 @@ def submit_sweep(
     else:
         click.echo(f"  {len(results)} jobs; follow them: radeonlab list, radeonlab watch JOB")
     return 1 if failed else 0
+
+
+def submit_slurm(
+    spec: Path,
+    inv: str,
+    lab: Any,
+    overrides: tuple[str, ...],
+    nodes: int | None,
+    dry_run: bool,
+    strict: bool,
+    verbose: bool,
+    as_json: bool,
+) -> int:
+    """Stage the job on every node Slurm may give it and sbatch it on the controller (jobs/apply/slurm.py)."""
+    from radeonlab.cli.views import rich_progress
+    from radeonlab.errors import ChecksFailedError
+    from radeonlab.jobs.apply.slurm import apply_slurm, batch_script, plan_slurm_job
+    from radeonlab.jobs.apply.submit import no_progress
+
+    try:
+        planned = plan_slurm_job(spec, inv, lab, nodes=nodes, overrides=overrides, strict=strict, say=say)
+    except ChecksFailedError as exc:
+        for problem in exc.problems:
+            click.echo(str(problem), err=True)
+        raise
+    with planned:
+        if dry_run:
+            if as_json:
+                echo_json({**planned.plan.to_dict(), "sbatch": batch_script(planned)})
+            else:
+                print_plan(planned.plan)
+                click.echo(f"  sbatch on {lab.controller.name}:")
+                click.echo("".join(f"    {line}\n" for line in batch_script(planned).splitlines()), nl=False)
+            return 0
+        result = apply_slurm(planned, progress_bar=no_progress if as_json else rich_progress, say=say)
+    if verbose:
+        say("timing: " + ", ".join(f"{k} {v:.2f}s" for k, v in result.seconds.items()))
+    if as_json:
+        echo_json(result.to_dict())
+    else:
+        click.echo(f"submitted {result.job_id} through Slurm: {result.state.summary()}")
+        for note in result.notes:
+            click.echo(f"  {note}")
+        click.echo(f"  follow it: radeonlab status {result.job_id}  cancel: radeonlab cancel {result.job_id}")
+    return 0

@@ -107,12 +107,15 @@ def fleet_table(views: Sequence[Any]) -> Table:
         "provisioned",
         "running job",
         "queued",
+        *(["Slurm"] if any(v.slurm for v in views) else []),
     ):
         table.add_column(column, overflow="fold")
+    slurm_cell = [lambda v: v.slurm or "-"] if any(v.slurm for v in views) else []
     for v in views:
         if not v.reachable:
-            table.add_row(v.name, f"[red]no: {v.error}[/red]", *["-"] * 9)
+            table.add_row(v.name, f"[red]no: {v.error}[/red]", *["-"] * 9, *(c(v) for c in slurm_cell))
             continue
+        controller = v.slurm.startswith("Slurm controller")
         record = v.raw_record or {}
         names = {int(g["index"]): g for g in record.get("gpus") or [] if "index" in g}
         gpus = v.gpus or []
@@ -129,13 +132,18 @@ def fleet_table(views: Sequence[Any]) -> Table:
             "\n".join("?" if g.busy_percent is None else f"{g.busy_percent:.0f}%" for g in gpus) or "-",
             str((record.get("rocm") or {}).get("installed") or "-"),
             str((record.get("torch") or {}).get("version") or "-"),
-            "yes" if v.provisioned else f"[yellow]no: {v.note}[/yellow]",
+            "yes"
+            if v.provisioned
+            else "Slurm controller (no GPU stack)"
+            if controller
+            else f"[yellow]no: {v.note}[/yellow]",
             "\n".join(
                 [j["id"] for j in v.jobs if j["state"].get("state") == "running" and j["alive"]]
                 + [f"{j} (stale: process gone)" for j in v.stale]
             )
             or "-",
             str(sum(1 for j in v.jobs if j["state"].get("state") == "queued" and j["alive"])),
+            *(c(v) for c in slurm_cell),
         )
     return table
 

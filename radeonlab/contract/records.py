@@ -196,6 +196,8 @@ class JobRecord:
     overrides: dict[str, Any] = field(default_factory=dict)  # `submit SPEC key=value` (a sweep's values)
     model: dict[str, Any] = field(default_factory=dict)  # {name, revision, sha}: the exact base model
     nodes: dict[str, Any] = field(default_factory=dict)  # multi-node: rank, world_size, master, peers
+    # radeonlab_scheduler: slurm: {controller, candidates: [nodes staged], job_id (once sbatch answered)}
+    slurm: dict[str, Any] = field(default_factory=dict)
     code: dict[str, Any] = field(default_factory=dict)  # {digest, files: {path: sha256}} of host/
     result: dict[str, Any] = field(default_factory=dict)  # which attempt and settings made the adapter
     report: str = ""  # the supervisor's give-up report when no remedy was left
