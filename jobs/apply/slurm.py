@@ -216,7 +216,13 @@ def apply_slurm(sp: SlurmPlan, *, progress_bar: ProgressBar = no_progress, say: 
 
 
 def slurm_lab_for(inventory: str | Path, host: str | None) -> SlurmLab | None:
-    return lab_of(load_inventory(inventory), host)
+    """The Slurm lab a submit goes to, or None (the built-in scheduler). An inventory that cannot be read
+    is None here: plan_job checks the spec first and then reports the inventory (README "bad inputs")."""
+    try:
+        targets = load_inventory(inventory)
+    except InventoryError:
+        return None
+    return lab_of(targets, host)
 
 
 def script_preview(sp: SlurmPlan) -> str:
