@@ -5,7 +5,8 @@ transformers; the other jobs/host modules run on the system python3 and import o
 the Hub client's own settings from its environment: the cache (HF_HUB_CACHE, else $HF_HOME/hub), the
 endpoint (HF_ENDPOINT) and the token (HF_TOKEN). Shipped as this one file; it imports nothing of radeonlab.
 
-    python models.py pull MODEL [--revision R] [--all-files]   JSON lines: start, file, progress, done | error
+    python models.py pull MODEL [--revision R] [--ref REF] [--all-files]
+                                                               JSON lines: start, file, progress, done | error
     python models.py list                                      JSON: what the cache holds
     python models.py rm MODEL [--revision R]                   JSON: what was removed
     python models.py complete MODEL [REV]                      JSON; exit 0 when complete, 1 when not
@@ -144,13 +145,18 @@ def hub_error(exc: BaseException, name: str) -> PullError:
 class Pull:
     """One pull of one revision: plan (what is missing, is there room), download, record."""
 
-    def __init__(self, cache: Path, repo_id: str, revision: str | None, all_files: bool) -> None:
+    def __init__(
+        self, cache: Path, repo_id: str, revision: str | None, all_files: bool, ref: str | None = None
+    ) -> None:
         self.cache, self.repo_id, self.revision, self.all_files = (
             cache,
             repo_id,
             revision or "main",
             all_files,
         )
+        # The branch or tag a commit sha was resolved from elsewhere (the laptop pins every host to one
+        # commit): recorded as that ref, so "main" is found in the cache when the Hub cannot be asked.
+        self.ref = ref
         self.name = f"{repo_id}@{self.revision}"
         self.folder = storage(cache, repo_id)
 
@@ -239,8 +245,8 @@ class Pull:
 
     def record(self) -> None:
         """The ref (a branch or tag name -> sha, as snapshot_download writes it) and radeonlab's manifest."""
-        if self.revision != self.sha:
-            write_atomic(self.folder / "refs" / self.revision, self.sha)
+        for ref in {self.revision, self.ref} - {self.sha, None}:
+            write_atomic(self.folder / "refs" / str(ref), self.sha)
         manifest = {"repo": self.repo_id, "sha": self.sha, "revision": self.revision, "pulled_at": now()}
         manifest["files"] = [{"path": p, "size": s.size or 0} for p, s in self.files.items()]
         write_atomic(self.folder / MANIFEST_DIR / f"{self.sha}.json", json.dumps(manifest))
@@ -363,6 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     pull.add_argument("model")
     pull.add_argument("--revision")
     pull.add_argument("--all-files", action="store_true", help="also other frameworks' weights and original/")
+    pull.add_argument("--ref", help="record the commit under this branch or tag name too (refs/REF)")
     sub.add_parser("list")
     rm = sub.add_parser("rm")
     rm.add_argument("model")
@@ -378,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     constants.DOWNLOAD_CHUNK_SIZE = DEFAULTS["chunk_bytes"]
     try:
         if args.command == "pull":
-            Pull(cache, args.model, args.revision, args.all_files).run()
+            Pull(cache, args.model, args.revision, args.all_files, args.ref).run()
         elif args.command == "list":
             print(json.dumps(listing(cache)))
         elif args.command == "rm":

@@ -227,6 +227,7 @@ class Supervisor:
         python = os.path.join(os.path.dirname(self.argv[0]), "python")
         env = {**self.env, "PYTHONPATH": self.path(FILES["code"])}
         argv = [python, "-m", "radeonlab.jobs.host.models", "pull", name, "--revision", revision]
+        argv += ["--ref", str(model.get("revision") or "main")] if model.get("sha") else []  # offline: found
         with open(self.path(FILES["train_log"]), "ab") as log:
             where = env.get("HF_HUB_CACHE", "the Hub cache")
             log.write(f"radeonlab: pulling {name}@{revision} into {where}\n".encode())

@@ -63,6 +63,14 @@ def endpoint_of(targets: Mapping[str, HostTarget], environ: Mapping[str, str]) -
     return sorted(found)[0] if found else None
 
 
+def offline_note(model: ModelInfo, host: str) -> str:
+    """What submit says when the Hub could not be asked and the host's cache decided."""
+    return (
+        f"{model.name}: the Hub is unreachable from this laptop; {host}'s model cache holds it, so the job "
+        "runs offline (HF_HUB_OFFLINE=1)"
+    )
+
+
 def resolve(spec: Spec, endpoint: str | None = None, environ: Mapping[str, str] | None = None) -> ModelInfo:
     """The spec's model: a local folder's config and files, or the Hub's answer (refusals: ModelError)."""
     env = os.environ if environ is None else environ

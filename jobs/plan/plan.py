@@ -389,6 +389,8 @@ def plan_job(
             check = preflight.check(model.config, {**rendered.config, **sized}, free, model.note)
             preflight.enforce(check, strict, record.host)
             env = {**plain, **cached_model_env(remote, record, model)}
+            if model.offline:  # cached_model_env refused a host whose cache lacks it: this one has it
+                say(model_module.offline_note(model, record.host))
             block: dict[str, Any] = {}
             if count > 1:
                 env.update(nodes_module.node_env(node.rank, ranks, port, max(1, len(gpus)), target))

@@ -70,6 +70,10 @@ def pull(model: str, revision: str | None, inventory: str | None, limit: str | N
     if answer.answer not in (hub.Answer.HUB, hub.Answer.UNREACHABLE):
         raise ModelError(answer.message)
     rev = answer.sha or revision or "main"
+    # Every host gets the commit the laptop resolved; the branch or tag it came from is recorded beside it,
+    # so a job naming `main` finds the model in the cache when the Hub is down.
+    named = revision or "main"
+    pin = ["--revision", rev, *(["--ref", named] if named != rev else [])]
     lock = threading.Lock()
     bars = Progress(
         TextColumn("{task.description}"),
@@ -90,7 +94,7 @@ def pull(model: str, revision: str | None, inventory: str | None, limit: str | N
         python = f"{record.venv}/bin/python"
         last: dict[str, Any] = {}
         with remote.open_tool(
-            "models", ["pull", model, "--revision", rev], python=python, env=_hub_env(record, target, token)
+            "models", ["pull", model, *pin], python=python, env=_hub_env(record, target, token)
         ) as chan:
             chan.close_input()
             while (event := chan.read_json()) is not None:
