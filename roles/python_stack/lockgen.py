@@ -42,6 +42,7 @@ from radeonlab.roles.python_stack.defaults import AMD_DEVICE_TARGETS, DEFAULTS
 DEVICE = re.compile(r"^rocm-sdk-device-(gfx[0-9a-z]+)$")
 # The oldest glibc of the supported distributions (Ubuntu 22.04: 2.35): wheels that run on all of them.
 GLIBC = (2, 35)
+PIP_ENV_KEEP = ("PIP_CERT", "PIP_DEFAULT_TIMEOUT")
 
 
 def sha256(path: Path) -> str:
@@ -173,7 +174,10 @@ def _download(dest: Path, python: str, args: Sequence[str]) -> bool:
     cmd += ["--only-binary=:all:", "--python-version", python, "--implementation", "cp"]
     for p in _platforms():
         cmd += ["--platform", p]
-    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}  # this machine's pip settings do not apply
+    # This machine's pip settings do not apply (a PIP_FIND_LINKS or a config's extra index would add files
+    # from elsewhere): no config file, no PIP_* variable but the transport's.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") or k in PIP_ENV_KEEP}
+    env["PIP_CONFIG_FILE"] = os.devnull
     return subprocess.run([*cmd, *args], env=env).returncode == 0
 
 
@@ -231,8 +235,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rocm", required=True, help="the ROCm release the hosts install (rocm_version)")
     parser.add_argument("--python", required=True, help="the hosts' Python, major.minor")
     parser.add_argument("--out", type=Path, default=stack_lock.LOCKS_DIR)
+    parser.add_argument("--index-url", help="python_stack_index_url (default: PyPI)")
+    parser.add_argument("--torch-index-url", help="pytorch_index_url (default: the source's index)")
     args = parser.parse_args(argv)
     data = {**DEFAULTS, "pytorch_source": args.source}
+    if args.index_url:
+        data["python_stack_index_url"] = args.index_url
+    if args.torch_index_url:
+        data["pytorch_index_url"] = args.torch_index_url
     print(f"wrote {generate(data, args.rocm, args.python, args.out)}")
 
 
