@@ -7,8 +7,12 @@ import hashlib
 import json
 import os
 import shlex
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -152,3 +156,94 @@ def test_server_refuses_a_file_that_no_longer_matches_and_one_the_lock_lacks(tmp
     os.utime(wheel, ns=(2, 2))
     assert serve.check(str(tmp_path), f"/files/{wheel.name}") is None  # restored: served again
     assert serve.check(str(tmp_path), "/files/other-1.0-py3-none-any.whl")[0] == 404  # type: ignore[index]
+
+
+# --- the cache's server and the workstations' pip runner, for real, on loopback (no sandbox host) ---------
+PIP_LOCKED = Path(plan.__file__).parent.parent / "python_stack" / "pip_locked.py"
+
+
+def _tiny_wheel(folder: Path) -> Path:
+    """A real, installable wheel of one module."""
+    info = "radeonlab_tiny-1.0.dist-info"
+    files = {
+        "radeonlab_tiny.py": "X = 1\n",
+        f"{info}/METADATA": "Metadata-Version: 2.1\nName: radeonlab-tiny\nVersion: 1.0\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = "".join(f"{n},,\n" for n in files) + f"{info}/RECORD,,\n"
+    path = folder / "radeonlab_tiny-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        for name, text in {**files, f"{info}/RECORD": record}.items():
+            z.writestr(name, text)
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serve(argv: list[str], url: str) -> subprocess.Popen:
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            return proc
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise AssertionError(f"{argv} does not answer")
+
+
+def _install(tmp_path: Path, index: str) -> subprocess.CompletedProcess:
+    pip = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-cache-dir"]
+    pip += ["--target", str(tmp_path / "target"), "--index-url", index]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    argv = [sys.executable, str(PIP_LOCKED), *pip, "--require-hashes", "--no-deps"]
+    argv += ["-r", str(tmp_path / "lock.txt")]
+    return subprocess.run(argv, capture_output=True, text=True, env={**env, "PIP_CONFIG_FILE": os.devnull})
+
+
+def test_a_changed_wheel_is_refused_by_the_cache_and_by_pip_in_one_line(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    (cache / "files").mkdir(parents=True)
+    wheel = _tiny_wheel(cache / "files")
+    locked = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    (tmp_path / "lock.txt").write_text(f"radeonlab-tiny==1.0 --hash=sha256:{locked}\n")
+    build = [sys.executable, str(BUILD_INDEX), str(cache), str(tmp_path / "lock.txt")]
+    subprocess.run(build, check=True, capture_output=True)
+    port = _free_port()
+    index = f"http://127.0.0.1:{port}/simple/"
+    server = _serve([sys.executable, str(Path(plan.__file__).with_name("serve.py")), "--bind", "127.0.0.1",
+                     "--directory", str(cache), str(port)], index)  # fmt: skip
+    try:
+        ok = _install(tmp_path, index)
+        assert ok.returncode == 0 and ok.stdout.startswith("Successfully installed radeonlab-tiny-1.0"), ok
+        data = bytearray(wheel.read_bytes())
+        data[-30] ^= 0xFF  # one byte, inside the zip's central directory
+        wheel.write_bytes(bytes(data))
+        changed = hashlib.sha256(bytes(data)).hexdigest()
+        refused = _install(tmp_path, index)
+    finally:
+        server.kill()
+        server.wait()
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr.splitlines() == [
+        f"radeonlab: hash mismatch: {wheel.name} from 127.0.0.1:{port}: expected sha256 {locked}, received "
+        f"{changed} (the wheel cache refused to serve it); nothing from this install was installed"
+    ]
+    # A cache that hands the changed file out anyway (a spoofed address, a plain static server): pip's own
+    # hash check refuses it, and the runner says it in the same one line.
+    spoofed = _serve([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "--directory", str(cache),
+                      str(port)], index)  # fmt: skip
+    try:
+        pip_refused = _install(tmp_path, index)
+    finally:
+        spoofed.kill()
+        spoofed.wait()
+    assert pip_refused.returncode == 1
+    assert pip_refused.stderr.splitlines() == [
+        f"radeonlab: hash mismatch: {wheel.name} from 127.0.0.1:{port}: expected sha256 {locked}, received "
+        f"{changed}; nothing from this install was installed"
+    ]
