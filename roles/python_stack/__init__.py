@@ -94,12 +94,20 @@ def install_python_stack(
     extras = list(data.get("python_stack_extras") or [])
     try:
         plan.extras_pins(data)  # a name without a pinned version stops here, before anything changes
+        plan.torch_request(data, rocm_version, targets)  # so does what the torch source cannot serve
         choice, python_minor = _python_choice(data)
         # The hash lock of this stack: none, or a pin changed without a new lock, stops here too.
         lock = stack_lock.load_lock(data, rocm_version, python_minor, extras)
     except ValueError as e:
         raise DeployError(f"{host.name}: {e}") from None
     pins = lock.for_host(targets, extras)
+    if data.get("pytorch_source", "amd") == "amd" and (
+        missing := sorted(set(targets) - {p.target for p in pins if p.target})
+    ):
+        raise DeployError(
+            f"{host.name}: the hash lock {lock.key} has no device package for {', '.join(missing)}: run "
+            f"`{stack_lock.lockgen_command(data, rocm_version, python_minor)}`"
+        )
     python = _ensure_python(data, choice)
 
     for path, mode in (
