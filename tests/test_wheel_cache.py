@@ -14,6 +14,8 @@ import hashlib
 import json
 import os
 import socket
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.parse
@@ -152,8 +154,21 @@ TAMPERED = "peft"  # a small wheel every host installs
 def test_installs_use_require_hashes_with_the_hosts_lines_of_the_lock(lab: Lab) -> None:
     ops = [op for op in lab.first.results["operations"] if "Install the hash-locked" in op["name"]]
     assert ops and sorted(h for op in ops for h in op["success"]) == sorted(CARDS), ops
-    command = " ".join(str(a) for op in ops for a in op["args"])
-    assert "--require-hashes" in command and "--no-deps" in command and "radeonlab-lock.txt" in command, ops
+    # The operation's command as pyinfra runs it (-vv prints each command): one host, one package missing.
+    other = lab.hosts["wc-2"]
+    other.exec(f"{VENV}/bin/pip uninstall -y -q trl", user="lab")
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("pyinfra")), "-y", "-vv", "--limit", other.name,
+         "inventories/sandbox.py", "deploy/setup.py"],
+        cwd=REPO, capture_output=True, text=True, timeout=1800,
+        env={**os.environ, "RADEONLAB_SANDBOX_DIR": str(lab.sandbox.state_dir)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    shown = [ln for ln in (done.stdout + done.stderr).splitlines() if "radeonlab-pip-locked.py" in ln]
+    assert shown, (done.stdout + done.stderr)[-3000:]
+    for flag in ("-m pip install", "--require-hashes", "--no-deps", f"-r {VENV}/radeonlab-lock.txt"):
+        assert flag in shown[0], (flag, shown[0])
+    assert "trl==0.24.0" in other.exec(f"{VENV}/bin/pip freeze", user="lab").stdout
     for name, h in lab.hosts.items():  # each host's own lines: its GPU's device package, its extras
         lines = (h.root / VENV.lstrip("/") / "radeonlab-lock.txt").read_text()
         assert "--hash=sha256:" in lines and "torch==2.13.0+rocm10.0.0 " in lines
