@@ -9,8 +9,8 @@ CACHE_DIR/.lock-hashes.json (file name -> the lock's sha256) is what serve.py ch
 CACHE_DIR/files/*.whl -> CACHE_DIR/simple/index.html and CACHE_DIR/simple/<project>/index.html, linking
 ../../files/<wheel>#sha256=<hex> so pip checks every download. Hashes are kept in CACHE_DIR/.hashes.json
 keyed by (size, mtime), so a rerun does not re-read multi-GB wheels. Pages are written only when their text
-changes (tmp + rename: a pip reading the index sees the old page or the new one). Any static HTTP server
-serving CACHE_DIR (python3 -m http.server) then is the index.
+changes (tmp + rename: a pip reading the index sees the old page or the new one). serve.py serving
+CACHE_DIR then is the index (any static server would serve it too, without the check on each request).
 """
 
 from __future__ import annotations
