@@ -5,14 +5,14 @@ stack, a verification that writes the host record (/etc/radeonlab/host.json) the
 an inventory with the groups slurm_controller / slurm_nodes, Slurm (roles/slurm).
 """
 
-from pyinfra import host
+from pyinfra import host, logger
 from pyinfra.api.exceptions import DeployError
 from radeonlab.roles.access import grant_gpu_access
 from radeonlab.roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
 from radeonlab.roles.gpu.facts import RadeonGpus
 from radeonlab.roles.gpu_env import configure_gpu_env
 from radeonlab.roles.gpu_env.plan import as_gpus, torch_build, training_targets
-from radeonlab.roles.python_stack import install_python_stack
+from radeonlab.roles.python_stack import install_python_stack, lock_file
 from radeonlab.roles.python_stack.defaults import DEFAULTS as STACK_DEFAULTS
 from radeonlab.roles.rocm import install_rocm
 from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
@@ -65,7 +65,9 @@ else:
     # wheel cache when the inventory names one: its host downloads and serves before any host installs),
     # the record.
     grant_gpu_access(check_devices=not cpu_only)
-    install_python_stack(sources=setup_wheel_cache(), gfx_targets=targets)
+    sources = setup_wheel_cache()
+    logger.info(f"{host.name}: installs the Python stack from the hash lock {lock_file(sources)}")
+    install_python_stack(sources=sources, gfx_targets=targets)
     verify_host(gpus, cpu_only=cpu_only)
 
 # 4. Slurm, after every record is written (slurm.conf is made from them); nothing without the Slurm groups.

@@ -10,11 +10,16 @@ port that accepts TCP but never speaks SSH (it must end at the fleet's --timeout
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
+import subprocess
+import sys
 import time
+import urllib.error
 import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +28,7 @@ import pytest
 from click.testing import CliRunner
 from radeonlab.jobs.fleet.inventory import HostTarget, load_inventory, select_hosts
 from radeonlab.jobs.fleet.probe import probe_hosts
+from radeonlab.roles.python_stack.defaults import DEFAULTS as STACK_DEFAULTS
 from radeonlab.roles.wheel_cache.defaults import DEFAULTS as CACHE_DEFAULTS
 
 from radeonlab.cli import main
@@ -138,6 +144,120 @@ def test_second_run_changes_nothing(lab: Lab) -> None:
     assert lab.second.returncode == 0, lab.second.stderr[-5000:]
     for h in lab.hosts.values():
         assert lab.second.changed_ops(h.name) == [], (h.name, lab.second.changed_ops(h.name))
+
+
+# --- hash locks: what the hosts install, and a changed file on the cache host ----------------------------
+VENV = "/home/lab/radeonlab/venv"
+TAMPERED = "peft"  # a small wheel every host installs
+
+
+def test_installs_use_require_hashes_with_the_hosts_lines_of_the_lock(lab: Lab) -> None:
+    ops = [op for op in lab.first.results["operations"] if "Install the hash-locked" in op["name"]]
+    assert ops and sorted(h for op in ops for h in op["success"]) == sorted(CARDS), ops
+    # The operation's command as pyinfra runs it (-vv prints each command): one host, one package missing.
+    other = lab.hosts["wc-2"]
+    other.exec(f"{VENV}/bin/pip uninstall -y -q trl", user="lab")
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("pyinfra")), "-y", "-vv", "--limit", other.name,
+         "inventories/sandbox.py", "deploy/setup.py"],
+        cwd=REPO, capture_output=True, text=True, timeout=1800,
+        env={**os.environ, "RADEONLAB_SANDBOX_DIR": str(lab.sandbox.state_dir)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    output = (done.stdout + done.stderr).splitlines()
+    shown = [ln for ln in output if "radeonlab-pip-locked.py" in ln and " -m pip install " in ln]
+    assert shown, (done.stdout + done.stderr)[-3000:]
+    for flag in ("-m pip install", "--require-hashes", "--no-deps", f"-r {VENV}/radeonlab-lock.txt"):
+        assert flag in shown[0], (flag, shown[0])
+    assert "trl==0.24.0" in other.exec(f"{VENV}/bin/pip freeze", user="lab").stdout
+    for name, h in lab.hosts.items():  # each host's own lines: its GPU's device package, its extras
+        lines = (h.root / VENV.lstrip("/") / "radeonlab-lock.txt").read_text()
+        assert "--hash=sha256:" in lines and "torch==2.13.0+rocm10.0.0 " in lines
+        devices = {ln.split("==")[0] for ln in lines.splitlines() if ln.startswith("rocm-sdk-device-")}
+        assert devices == {f"rocm-sdk-device-{SIMCARDS[CARDS[name]]['gfx']}"}, (name, devices)
+        assert ("tensorboard==" in lines) == (name == EXTRAS_HOST), name
+
+
+def _cache_file(lab: Lab, name: str) -> Path:
+    files = lab.hosts[CACHE_HOST].root / CACHE_DEFAULTS["wheel_cache_dir"].lstrip("/") / "files"
+    return next(files.glob(f"{name}-*.whl"))
+
+
+def _flip_one_byte(path: Path) -> None:
+    with path.open("r+b") as f:  # as root, the way a compromised cache host would change it
+        f.seek(1000)
+        byte = f.read(1)
+        f.seek(1000)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+
+def _cache_answer(lab: Lab, wheel: Path) -> tuple[int, str]:
+    port, address = CACHE_DEFAULTS["wheel_cache_port"], lab.hosts[CACHE_HOST].address
+    try:
+        with urllib.request.urlopen(f"http://{address}:{port}/files/{urllib.parse.quote(wheel.name)}") as r:
+            return r.status, ""
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_a_changed_wheel_on_the_cache_fails_the_next_install_in_one_line_until_restored(lab: Lab) -> None:
+    other = lab.hosts["wc-2"]
+    other.exec(f"{VENV}/bin/pip uninstall -y -q {TAMPERED}", user="lab")  # so its next run installs again
+    before = other.exec(f"{VENV}/bin/pip freeze", user="lab").stdout
+    wheel = _cache_file(lab, TAMPERED)
+    locked = json.loads((wheel.parent.parent / ".lock-hashes.json").read_text())[wheel.name]
+    _flip_one_byte(wheel)
+    try:
+        changed = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        status, body = _cache_answer(lab, wheel)  # the cache host itself refuses it
+        assert status == 409 and locked in body and changed in body, (status, body)
+        failed = run_deploy(lab.sandbox, [other])
+        assert failed.returncode != 0
+        said = [line for line in failed.stderr.splitlines() if "hash mismatch" in line]
+        assert len(said) == 1, failed.stderr[-3000:]
+        address = f"{lab.hosts[CACHE_HOST].address}:{CACHE_DEFAULTS['wheel_cache_port']}"
+        for part in (wheel.name, f"expected sha256 {locked}", f"received {changed}", address):
+            assert part in said[0], (part, said[0])
+        assert "THESE PACKAGES DO NOT MATCH" not in failed.stderr  # pip's own block is not shown
+        assert other.exec(f"{VENV}/bin/pip freeze", user="lab").stdout == before  # nothing installed
+    finally:
+        _flip_one_byte(wheel)  # restored: the same bytes as the lock says
+    assert hashlib.sha256(wheel.read_bytes()).hexdigest() == locked
+    assert _cache_answer(lab, wheel)[0] == 200
+    again = run_deploy(lab.sandbox, [other])
+    assert again.returncode == 0, again.stderr[-3000:]
+    version = other.exec(f"{VENV}/bin/python -c 'import peft; print(peft.__version__)'", user="lab").stdout
+    assert version.strip() == "0.18.1"
+
+
+def test_a_pin_changed_without_a_new_lock_is_refused_before_any_change(lab: Lab) -> None:
+    other = lab.hosts["wc-2"]
+    pins = [
+        p if not p.startswith("peft==") else "peft==0.18.2"
+        for p in STACK_DEFAULTS["python_stack_requirements"]
+    ]
+
+    def state() -> list[tuple[str, int]]:  # what a deploy that went ahead would touch
+        watched = [other.root / VENV.lstrip("/"), other.root / "etc/radeonlab", other.root / "etc/apt"]
+        return sorted((str(p), p.stat().st_mtime_ns) for d in watched for p in d.rglob("*") if p.is_file())
+
+    freeze = other.exec(f"{VENV}/bin/pip freeze", user="lab").stdout
+    before = state()
+    other.set_data(python_stack_requirements=pins)
+    try:
+        refused = run_deploy(lab.sandbox, [other])
+    finally:
+        other.data.pop("python_stack_requirements")
+        other.set_data()
+    assert refused.returncode != 0
+    said = [
+        line for line in refused.stderr.splitlines() if "peft==0.18.2 pinned but not in the hash lock" in line
+    ]
+    assert said and "python -m radeonlab.roles.python_stack.lockgen --source amd" in said[0], refused.stderr[
+        -3000:
+    ]
+    assert state() == before  # refused while preparing: nothing on the host changed
+    assert other.exec(f"{VENV}/bin/pip freeze", user="lab").stdout == freeze
 
 
 # --- radeonlab fleet on the same hosts -------------------------------------------------------------------

@@ -158,3 +158,26 @@ def test_missing_wheels_are_downloaded_and_counted(tmp_path: Path, monkeypatch: 
     assert downloaded == files["cycler"].stat().st_size > 0
     assert wheels.sha256_file(files["cycler"]) == pin.sha256
     assert wheels.fetch_locked([pin])[1] == 0
+
+
+@pytest.mark.slow
+def test_the_sandbox_locks_cover_what_it_serves_and_agree_with_lockgen(
+    index: wheels.WheelIndexInfo, tmp_path: Path
+) -> None:
+    """The sandbox's own locks (metadata of the served files) and the maintainers' command (pip's resolver
+    over the same index, as a file: URL) lock exactly the same files."""
+    from radeonlab.roles.python_stack import lock as stack_lock
+    from radeonlab.roles.python_stack import lockgen
+
+    assert index.locks_dir is not None
+    amd = stack_lock.parse_lock((index.locks_dir / "amd-rocm10.0-py3.11-torch2.13.0-lf0.9.5.txt").read_text())
+    served = {f.name: wheels.sha256_file(f) for f in (index.root / "files").iterdir()}
+    assert {p.sha256 for p in amd.pins} <= set(served.values())
+    torch = [p.version for p in amd.pins if p.name == "torch"]
+    assert torch == ["2.13.0+rocm10.0.0"]  # one torch: AMD's (SIMULATED) build, not the CPU one beside it
+    pt = (index.locks_dir / "pytorch-rocm7.2-py3.11-torch2.13.0-lf0.9.5.txt").read_text()
+    assert [p.version for p in stack_lock.parse_lock(pt).pins if p.name == "torch"] == ["2.13.0+cpu"]
+    url = index.simple_dir.as_uri()
+    data = {**DEFAULTS, "python_stack_index_url": url, "pytorch_index_url": url}
+    made = stack_lock.parse_lock(lockgen.generate(data, "10.0", "3.11", tmp_path).read_text())
+    assert sorted(p.line() for p in made.pins) == sorted(p.line() for p in amd.pins)

@@ -42,6 +42,7 @@ from radeonlab.roles.python_stack.defaults import DEFAULTS
 from radeonlab.sandbox import config
 from radeonlab.sandbox.amdwheels import amd_standins
 from radeonlab.sandbox.wheelfiles import cache_dir, record_hash, sha256_file
+from radeonlab.sandbox.wheellocks import write_stack_locks
 
 # --- data -------------------------------------------------------------------------------------------------
 PYPI_INDEX_URL = "https://pypi.org/simple"
@@ -89,12 +90,7 @@ def target_platforms() -> list[str]:
     manylinux_2_36` downwards itself, so list them (newest first, then the legacy aliases)."""
     major, minor = TARGET_GLIBC
     tags = [f"manylinux_{major}_{m}_{TARGET_ARCH}" for m in range(minor, 4, -1)]
-    return [
-        *tags,
-        f"manylinux2014_{TARGET_ARCH}",
-        f"manylinux2010_{TARGET_ARCH}",
-        f"manylinux1_{TARGET_ARCH}",
-    ]
+    return [*tags, *(f"manylinux{legacy}_{TARGET_ARCH}" for legacy in ("2014", "2010", "1"))]
 
 
 def _pip_download(dest: Path, args: list[str]) -> None:
@@ -324,6 +320,7 @@ class WheelIndexInfo:
     root: Path  # www/pypi
     files: dict[str, Path] = field(default_factory=dict)  # normalized project name -> served wheel
     amd_torch: Path | None = None  # the SIMULATED AMD multi-arch torch (also served on the torch page)
+    locks_dir: Path | None = None  # hash locks over these files (wheellocks.py)
     downloaded_bytes: int = 0  # fetched from outside the lab (PyPI) by this build
     served_bytes: int = 0
     seconds: float = 0.0
@@ -341,6 +338,7 @@ class WheelIndexInfo:
             "pytorch_index_url": index,
             "python_stack_index_url": index,
             "python_stack_allow_cpu_torch": True,
+            "python_stack_lock_dir": str(self.locks_dir or ""),  # the locks the sandbox made for these
         }
 
 
@@ -405,9 +403,11 @@ def build_wheel_index(state_dir: Path = config.STATE_DIR) -> WheelIndexInfo:
         (root / "simple" / name / "index.html").write_text(page)
     root_links = [f'<a href="{n}/">{n}</a><br>' for n in sorted(files)]
     (root / "simple" / "index.html").write_text(_page("Simple index", root_links))
-    served = sum(f.stat().st_size for f in (*files.values(), *(w for ws in extra.values() for w in ws)))
+    all_files = [*files.values(), *(w for ws in extra.values() for w in ws)]
+    served = sum(f.stat().st_size for f in all_files)
     amd = extra["torch"][0] if extra.get("torch") else None
-    return WheelIndexInfo(root, files, amd, downloaded, served, time.monotonic() - start)
+    locks = write_stack_locks(all_files, Path(state_dir) / "locks", SANDBOX_EXTRAS, files["torch"])
+    return WheelIndexInfo(root, files, amd, locks, downloaded, served, time.monotonic() - start)
 
 
 # --- installing the stack the way roles/python_stack does --------------------------------------------------

@@ -15,6 +15,7 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.server import Home, LinuxDistribution, User
 from pyinfra.operations import apt, files, pip, server
+from radeonlab.roles.python_stack import lock as stack_lock
 from radeonlab.roles.python_stack import plan
 from radeonlab.roles.python_stack.defaults import DEFAULTS
 from radeonlab.roles.python_stack.facts import InstalledDistributions, PythonVersion, UserGroups
@@ -24,6 +25,9 @@ TEMPLATES = Path(__file__).parent / "templates"
 # Modes of the folders the role creates, owned by the training user and its primary group. The jobs dir
 # holds users' datasets, models and adapters: nobody outside the training user's group reads it.
 DIRECTORY_MODES: dict[str, str] = {"venv_parent": "755", "jobs_dir": "750"}
+# Beside the venv: this host's lines of the hash lock, and the runner that installs them (pip_locked.py).
+LOCK_FILE = "radeonlab-lock.txt"
+RUNNER_FILE = "radeonlab-pip-locked.py"
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,18 @@ def settings() -> dict[str, Any]:
     return {key: host.data.get(key, default) for key, default in DEFAULTS.items()}
 
 
+def lock_file(sources: Mapping[str, Any] | None = None) -> Path:
+    """The hash lock this host's stack is installed from (facts only; install_python_stack refuses a
+    missing or stale one)."""
+    data = {**settings(), **(sources or {})}
+    rocm_version = str(host.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"]))
+    try:
+        _, python_minor = _python_choice(data)
+        return stack_lock.lock_path(data, stack_lock.lock_key(data, rocm_version, python_minor))
+    except ValueError as e:
+        raise DeployError(f"{host.name}: {e}") from None
+
+
 @deploy("Install the Python training stack", data_defaults=DEFAULTS)
 def install_python_stack(
     sources: Mapping[str, Any] | None = None, gfx_targets: Sequence[str | None] = ()
@@ -75,11 +91,24 @@ def install_python_stack(
     as_user: dict[str, Any] = {"_sudo": True, "_sudo_user": paths.user}
     rocm_version = str(host.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"]))
 
+    extras = list(data.get("python_stack_extras") or [])
     try:
         plan.extras_pins(data)  # a name without a pinned version stops here, before anything changes
+        plan.torch_request(data, rocm_version, targets)  # so does what the torch source cannot serve
+        choice, python_minor = _python_choice(data)
+        # The hash lock of this stack: none, or a pin changed without a new lock, stops here too.
+        lock = stack_lock.load_lock(data, rocm_version, python_minor, extras)
     except ValueError as e:
         raise DeployError(f"{host.name}: {e}") from None
-    python = _ensure_python(data)
+    pins = lock.for_host(targets, extras)
+    if data.get("pytorch_source", "amd") == "amd" and (
+        missing := sorted(set(targets) - {p.target for p in pins if p.target})
+    ):
+        raise DeployError(
+            f"{host.name}: the hash lock {lock.key} has no device package for {', '.join(missing)}: run "
+            f"`{stack_lock.lockgen_command(data, rocm_version, python_minor)}`"
+        )
+    python = _ensure_python(data, choice)
 
     for path, mode in (
         (str(Path(paths.venv).parent), DIRECTORY_MODES["venv_parent"]),
@@ -96,76 +125,71 @@ def install_python_stack(
             **as_user,
         )
     pip.venv(name=f"Create the venv {paths.venv}", path=paths.venv, python=python, **as_user)
+    _install_locked(data, paths, lock, pins, rocm_version, as_user)
 
+
+def _install_locked(
+    data: dict[str, Any],
+    paths: StackPaths,
+    lock: stack_lock.Lock,
+    pins: list[stack_lock.Pin],
+    rocm_version: str,
+    as_user: dict[str, Any],
+) -> None:
+    """This host's lines of the lock, installed with `pip --require-hashes --no-deps` through pip_locked.py
+    (one line per refused file): exactly the locked files, or nothing. Runs only when the venv differs
+    from the lock (InstalledDistributions: every locked name's version)."""
+    lock_file, runner = f"{paths.venv}/{LOCK_FILE}", f"{paths.venv}/{RUNNER_FILE}"
+    for src, dest, what in (
+        (io.StringIO(lock.text(pins)), lock_file, f"this host's lines of the hash lock {lock.key}"),
+        (str(Path(__file__).with_name("pip_locked.py")), runner, "the locked pip runner"),
+    ):
+        files.put(  # as root, then owned by the training user: a put as another sudo user needs setfacl
+            name=f"Write {what}",
+            src=src,
+            dest=dest,
+            user=paths.user,
+            group=paths.group,
+            mode="644",
+            _sudo=True,
+        )
     installed = host.get_fact(
-        InstalledDistributions, python=paths.python, names=plan.watched_names(data, targets), **as_user
+        InstalledDistributions, python=paths.python, names=sorted({p.name for p in pins}), **as_user
     )
     installed = {plan.normalize(k): v for k, v in installed.items()}
-    try:
-        steps = plan.pip_steps(data, rocm_version, installed, targets)
-    except ValueError as e:
-        raise DeployError(f"{host.name}: {e}") from None
-    for step in steps:
-        name = (
-            f"Install {', '.join(step.packages[:3])}{' ...' if len(step.packages) > 3 else ''} "
-            f"({'; '.join(step.reasons[:3])})"
-        )
-        if any("[" in package for package in step.packages):
-            # pyinfra's pip.packages parses requirements as PEP 508 and drops extras ("torch[device-gfx1100]"
-            # would be installed as plain "torch", without AMD's device package): our own command, run
-            # only when our fact (InstalledDistributions) says something differs.
-            pip_command = [f"{paths.venv}/bin/pip", "install", *step.pip_args, *step.packages]
-            server.shell(name=name, commands=[shlex.join(pip_command)], **as_user)
-            continue
-        pip.packages(
-            name=name,
-            packages=step.packages,
-            virtualenv=paths.venv,
-            # pip.packages would otherwise run `virtualenv`, which is not installed, if the venv were missing.
-            virtualenv_kwargs={"venv": True, "python": python},
-            extra_install_args=" ".join(step.pip_args),
-            **as_user,
-        )
-    _install_extras(data, paths, python, installed, as_user)
-
-
-def _install_extras(
-    data: dict[str, Any], paths: StackPaths, python: str, installed: dict[str, Any], as_user: dict[str, Any]
-) -> None:
-    """python_stack_extras, at their pins, with the stack's pins as pip constraints (none of them moves)."""
-    if not data.get("python_stack_extras"):
+    reasons = stack_lock.install_reasons(pins, installed)
+    if not reasons:
+        host.noop(f"the Python stack already matches the hash lock {lock.key} ({len(pins)} distributions)")
         return
-    constraints = f"{paths.venv}/{plan.CONSTRAINTS_FILE}"
-    files.put(  # as root, then owned by the training user: a put as another sudo user needs setfacl
-        name="Write the stack's pins for the extras (pip constraints)",
-        src=io.StringIO(plan.constraints_text(data)),
-        dest=constraints,
-        user=paths.user,
-        group=paths.group,
-        mode="644",
-        _sudo=True,
-    )
-    step = plan.extras_step(data, installed, constraints)
-    if step is None:
-        host.noop(f"python_stack_extras already installed: {', '.join(plan.extras_pins(data))}")
-        return
-    pip.packages(
-        name=f"Install the extras {', '.join(step.packages)} ({'; '.join(step.reasons[:3])})",
-        packages=step.packages,
-        virtualenv=paths.venv,
-        virtualenv_kwargs={"venv": True, "python": python},
-        extra_install_args=" ".join(shlex.quote(a) for a in step.pip_args),
+    args = [paths.python, runner, paths.python, "-m", "pip", "install", "--require-hashes", "--no-deps"]
+    args += ["--disable-pip-version-check", "--index-url", str(data["python_stack_index_url"])]
+    torch_index = plan.torch_index_url(data, rocm_version)
+    if torch_index != data["python_stack_index_url"]:
+        args += ["--extra-index-url", torch_index]  # the hashes decide what is accepted, not the index
+    for link in data["pytorch_find_links"]:
+        args += ["--find-links", str(link)]
+    args += ["-r", lock_file]
+    server.shell(
+        name=f"Install the hash-locked stack {lock.key} ({'; '.join(reasons[:3])}"
+        f"{' ...' if len(reasons) > 3 else ''})",
+        commands=[shlex.join(args)],
         **as_user,
     )
 
 
-def _ensure_python(data: dict[str, Any]) -> str:
+def _python_choice(data: dict[str, Any]) -> tuple[plan.PythonChoice, str]:
+    """The Python the venv is made with and its version (major.minor): facts only, nothing changes."""
+    distro = host.get_fact(LinuxDistribution)
+    python3 = host.get_fact(PythonVersion, python="python3")
+    choice = plan.choose_python(distro["name"], python3, data)
+    if choice.deadsnakes or not python3:
+        return choice, choice.executable.removeprefix("python")  # "python3.11" -> "3.11"
+    return choice, ".".join(python3.split(".")[:2])
+
+
+def _ensure_python(data: dict[str, Any], choice: plan.PythonChoice) -> str:
     """Make a new enough Python available; return the executable the venv is created with."""
     distro = host.get_fact(LinuxDistribution)
-    try:
-        choice = plan.choose_python(distro["name"], host.get_fact(PythonVersion, python="python3"), data)
-    except ValueError as e:
-        raise DeployError(f"{host.name}: {e}") from None
     installed = host.get_fact(DebPackages)
     if not choice.deadsnakes:
         missing = [p for p in data["python_stack_venv_packages"] if p not in installed]

@@ -158,6 +158,11 @@ DEFAULTS: dict[str, object] = {
         # oauthlib, click and markdown beside the pins above without changing any of them.
         "apprise==2.2.0",
     ],
+    # Where the stack's hash locks are (a folder on the machine running the deploy, one file per stack: see
+    # roles/python_stack/lock.py and locks/README.md). Empty: the locks kept in the repository
+    # (roles/python_stack/locks/). Everything the role installs comes from the host's lines of that lock,
+    # `pip install --require-hashes --no-deps`: a file whose sha256 differs is refused.
+    "python_stack_lock_dir": "",
     # Optional packages this host's venv gets besides the stack, by name (PyPI spelling, e.g. ["tensorboard",
     # "wandb"]): each at its version in python_stack_extras_versions below (a name not pinned there stops the
     # deploy with an error), from the same index as the requirements (python_stack_index_url, or the lab

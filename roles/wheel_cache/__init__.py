@@ -4,6 +4,7 @@ cache ({} when the inventory names no cache host), for `install_python_stack(sou
 
 from __future__ import annotations
 
+import io
 import shlex
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from pyinfra.operations import apt, files, pip, server, systemd
 from radeonlab.roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
 from radeonlab.roles.gpu.facts import RadeonGpus
 from radeonlab.roles.gpu_env.plan import as_gpus, torch_build, training_targets
+from radeonlab.roles.python_stack import lock as stack_lock
 from radeonlab.roles.python_stack import plan as stack_plan
 from radeonlab.roles.python_stack import settings as stack_settings
 from radeonlab.roles.python_stack.defaults import DEFAULTS as STACK_DEFAULTS
@@ -64,11 +66,15 @@ def _serve_cache(data: dict[str, Any]) -> None:
     except ValueError as e:
         raise DeployError(f"{host.name}: {e}") from None
     pyver = plan.python_version(data, choice, python3)
-    try:  # every host's extras: the cache serves the whole lab
-        extras = plan.lab_extras(stack, [h.data.get("python_stack_extras", []) for h in inventory])
+    extras_per_host = [h.data.get("python_stack_extras", []) for h in inventory]
+    names = sorted({stack_plan.normalize(str(n)) for extras in extras_per_host for n in extras or []})
+    try:  # every host's extras and GPU targets: the cache serves the whole lab, from the stack's lock
+        plan.lab_extras(stack, extras_per_host)
+        lock = stack_lock.load_lock(stack, rocm_version, pyver, names)
     except ValueError as e:
         raise DeployError(f"{host.name}: {e}") from None
-    digest = plan.inputs_digest(stack, upstream, pyver, extras)
+    lab_lock = lock.text(lock.for_host(upstream.targets, names))
+    digest = plan.lock_digest(lab_lock, upstream, pyver)
     cache_dir = str(data["wheel_cache_dir"]).rstrip("/")
     port, bind = int(data["wheel_cache_port"]), str(data["wheel_cache_bind_address"])
     probe_url = f"http://{plan.probe_address(bind)}:{port}/{plan.SIMPLE}/"
@@ -82,22 +88,32 @@ def _serve_cache(data: dict[str, Any]) -> None:
         files.directory(name=f"Create {path}", path=path, user="root", group="root", mode="755", _sudo=True)
     venv = f"{cache_dir}/{plan.TOOL_VENV}"
     pip.venv(name=f"Create pip's venv {venv}", path=venv, python="python3", _sudo=True)
-    files.put(
-        name="Upload the index builder",
-        src=str(HERE / "build_index.py"),
-        dest=f"{cache_dir}/{plan.INDEX_SCRIPT}",
-        user="root",
-        group="root",
-        mode="644",
-        _sudo=True,
-    )
+    uploads = {}
+    for src, dest, what in (
+        (str(HERE / "build_index.py"), plan.INDEX_SCRIPT, "the index builder"),
+        (str(HERE / "serve.py"), plan.SERVER_SCRIPT, "the server"),
+        (io.StringIO(lab_lock), plan.LOCK, f"the lab's lines of the hash lock {lock.key}"),
+    ):
+        uploads[dest] = files.put(
+            name=f"Upload {what}",
+            src=src,
+            dest=f"{cache_dir}/{dest}",
+            user="root",
+            group="root",
+            mode="644",
+            _sudo=True,
+        )
     if state["stamp"] != digest:
         stamp = shlex.quote(f"{cache_dir}/{plan.STAMP}")
         server.shell(
-            name=f"Download the pinned training stack for Python {pyver} into the wheel cache",
+            name=f"Download the hash-locked stack {lock.key} into the wheel cache, verify and index it",
             commands=[
-                *plan.download_commands(stack, upstream, cache_dir, pyver, extras),
-                shlex.join(["python3", f"{cache_dir}/{plan.INDEX_SCRIPT}", cache_dir]),
+                plan.download_command(upstream, cache_dir, pyver),
+                # read-only for everyone but root: the server (wheel_cache_user) cannot change what it serves
+                f"chmod 0444 {shlex.quote(cache_dir)}/{plan.FILES}/*.whl",
+                shlex.join(
+                    ["python3", f"{cache_dir}/{plan.INDEX_SCRIPT}", cache_dir, f"{cache_dir}/{plan.LOCK}"]
+                ),
                 f"echo {digest} > {stamp}.tmp && mv -f {stamp}.tmp {stamp}",
             ],
             _sudo=True,
@@ -106,8 +122,8 @@ def _serve_cache(data: dict[str, Any]) -> None:
         _serve_with_systemd(data, cache_dir, port, bind)
     elif not state["serving"]:
         _serve_detached(data, cache_dir, port, bind, probe_url)
-    else:
-        host.noop(f"wheel cache already answers at {probe_url}")
+    else:  # a new server script (an upgrade of radeonlab) replaces the running one
+        _serve_detached(data, cache_dir, port, bind, probe_url, _if=uploads[plan.SERVER_SCRIPT].did_change)
 
 
 def _lab_targets() -> list[str]:
@@ -160,12 +176,15 @@ def _serve_with_systemd(data: dict[str, Any], cache_dir: str, port: int, bind: s
     )
 
 
-def _serve_detached(data: dict[str, Any], cache_dir: str, port: int, bind: str, probe_url: str) -> None:
+def _serve_detached(
+    data: dict[str, Any], cache_dir: str, port: int, bind: str, probe_url: str, **op_args: Any
+) -> None:
     """No systemd (a container, the sandbox): a detached server with a pidfile; the fact's probe keeps it
     idempotent (started only when nothing answers)."""
     pidfile, log = str(data["wheel_cache_pidfile"]), str(data["wheel_cache_log"])
     tries = int(float(data["wheel_cache_start_timeout"]) * 10)
-    serve = ["python3", "-m", "http.server", "--bind", bind, "--directory", cache_dir, str(port)]
+    script_path = f"{cache_dir}/{plan.SERVER_SCRIPT}"
+    serve = ["python3", script_path, "--bind", bind, "--directory", cache_dir, str(port)]
     q = shlex.quote
     script = (
         f'if [ -f {q(pidfile)} ]; then kill "$(cat {q(pidfile)})" 2>/dev/null || true; fi; '
@@ -177,4 +196,6 @@ def _serve_detached(data: dict[str, Any], cache_dir: str, port: int, bind: str, 
         f"tail -n 5 {q(log)} >&2; exit 1; fi; "
         "sleep 0.1; done"
     )
-    server.shell(name=f"Start the wheel cache server on {bind}:{port}", commands=[script], _sudo=True)
+    server.shell(
+        name=f"Start the wheel cache server on {bind}:{port}", commands=[script], _sudo=True, **op_args
+    )

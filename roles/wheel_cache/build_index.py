@@ -1,12 +1,16 @@
 """Runs on the cache host (stdlib only): build a PEP 503 simple index over the downloaded wheels.
 
-    python3 build_index.py CACHE_DIR
+    python3 build_index.py CACHE_DIR LOCK
+
+Only the wheels the lab's hash lock (LOCK, pip requirements with --hash=sha256:) names are indexed, each
+verified against its line first: a file whose sha256 differs stops the build (exit 1, one line naming it).
+CACHE_DIR/.lock-hashes.json (file name -> the lock's sha256) is what serve.py checks on every request.
 
 CACHE_DIR/files/*.whl -> CACHE_DIR/simple/index.html and CACHE_DIR/simple/<project>/index.html, linking
 ../../files/<wheel>#sha256=<hex> so pip checks every download. Hashes are kept in CACHE_DIR/.hashes.json
 keyed by (size, mtime), so a rerun does not re-read multi-GB wheels. Pages are written only when their text
-changes (tmp + rename: a pip reading the index sees the old page or the new one). Any static HTTP server
-serving CACHE_DIR (python3 -m http.server) then is the index.
+changes (tmp + rename: a pip reading the index sees the old page or the new one). serve.py serving
+CACHE_DIR then is the index (any static server would serve it too, without the check on each request).
 """
 
 from __future__ import annotations
@@ -49,9 +53,28 @@ def page(title: str, links: list[str]) -> str:
     return head + "\n".join(links) + "\n</body></html>\n"
 
 
-def main(cache_dir: str) -> int:
+LOCK_LINE = re.compile(r"^([A-Za-z0-9._-]+)==(\S+) --hash=sha256:([0-9a-f]{64})")
+SERVED_HASHES = ".lock-hashes.json"
+
+
+def read_lock(path: Path) -> dict[tuple[str, str], str]:
+    """(normalized name, version) -> sha256 of every line of a lock."""
+    out = {}
+    for raw in path.read_text().splitlines():
+        m = LOCK_LINE.match(raw.strip())
+        if m:
+            out[(normalize(m[1]), m[2])] = m[3]
+    return out
+
+
+def main(cache_dir: str, lock_file: str) -> int:
     root = Path(cache_dir)
-    files = sorted((root / "files").glob("*.whl"))
+    locked = read_lock(Path(lock_file))
+    files = [
+        f
+        for f in sorted((root / "files").glob("*.whl"))
+        if (normalize(f.name.split("-")[0]), f.name.split("-")[1]) in locked
+    ]
     manifest_path = root / ".hashes.json"
     try:
         old = json.loads(manifest_path.read_text())
@@ -64,6 +87,10 @@ def main(cache_dir: str) -> int:
         known = old.get(f.name)
         digest = known[2] if known and known[:2] == [st.st_size, st.st_mtime_ns] else sha256(f)
         hashes[f.name] = [st.st_size, st.st_mtime_ns, digest]
+        expected = locked[(normalize(f.name.split("-")[0]), f.name.split("-")[1])]
+        if digest != expected:
+            print(f"{f}: sha256 {digest} does not match the lock's {expected}: not served", file=sys.stderr)
+            return 1
         projects.setdefault(normalize(f.name.split("-")[0]), []).append(f)
     simple = root / "simple"
     for name, wheels in projects.items():
@@ -79,9 +106,11 @@ def main(cache_dir: str) -> int:
         simple / "index.html", page("Simple index", [f'<a href="{n}/">{n}</a><br>' for n in sorted(projects)])
     )
     write_if_changed(manifest_path, json.dumps(hashes, indent=1, sort_keys=True) + "\n")
+    served = {name: h[2] for name, h in hashes.items()}
+    write_if_changed(root / SERVED_HASHES, json.dumps(served, indent=1, sort_keys=True) + "\n")
     print(f"{len(files)} wheels, {len(projects)} projects, {sum(h[0] for h in hashes.values())} bytes")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1], sys.argv[2]))

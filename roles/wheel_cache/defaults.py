@@ -27,8 +27,8 @@ DEFAULTS: dict[str, object] = {
     "wheel_cache_python_version": "",
     # Packages that give python3 its venv module: pip runs from a small venv of its own under the cache dir.
     "wheel_cache_apt_packages": ["python3-venv"],
-    # The server: `python3 -m http.server` as this user, a systemd unit where systemd runs, else a detached
-    # process with a pidfile (containers, the sandbox).
+    # The server (serve.py: read-only, refuses a wheel that no longer matches the lock) as this user, a
+    # systemd unit where systemd runs, else a detached process with a pidfile (containers, the sandbox).
     "wheel_cache_user": "nobody",
     "wheel_cache_service_name": "radeonlab-wheel-cache",
     "wheel_cache_pidfile": "/run/radeonlab-wheel-cache.pid",

@@ -13,7 +13,9 @@ from radeonlab.roles.python_stack import plan as stack_plan
 
 SIMPLE = "simple"  # PEP 503 pages, one folder per project
 FILES = "files"  # the downloaded wheels
-STAMP = ".stamp"  # what the last complete download was made from (inputs_digest)
+STAMP = ".stamp"  # what the last complete download was made from (lock_digest)
+LOCK = "lock.txt"  # the lab's lines of the stack's hash lock (every host's targets and extras)
+SERVER_SCRIPT = ".serve.py"  # roles/wheel_cache/serve.py, uploaded
 TOOL_VENV = ".pip-venv"  # pip's own venv on the cache host
 INDEX_SCRIPT = ".build_index.py"  # roles/wheel_cache/build_index.py, uploaded
 
@@ -81,56 +83,32 @@ def lab_extras(stack: Mapping[str, Any], extras_per_host: Sequence[Sequence[str]
     return stack_plan.extras_pins({**stack, "python_stack_extras": names})
 
 
-def inputs_digest(
-    stack: Mapping[str, Any], upstream: Upstream, pyver: str, extras: Sequence[str] = ()
-) -> str:
-    """What the cache holds is fully decided by these; a new digest means download (what is missing)."""
+def lock_digest(lock_text: str, upstream: Upstream, pyver: str) -> str:
+    """What the cache holds is fully decided by the lab's lines of the lock and where they come from: a new
+    digest means download (what is missing, or no longer matches)."""
     inputs = {
-        "torch": [stack["pytorch_version"], *stack["pytorch_extra_packages"]],
-        "requirements": list(stack["python_stack_requirements"]),
-        "llamafactory": stack["llamafactory_version"],
+        "lock": hashlib.sha256(lock_text.encode()).hexdigest(),
         "upstream": [upstream.torch_index_url, list(upstream.torch_find_links), upstream.index_url],
-        "targets": list(upstream.targets),
-        "source": stack.get("pytorch_source", "amd"),
         "python": pyver,
     }
-    if extras:  # absent when empty: a lab without extras keeps the digest (and download) it had
-        inputs["extras"] = sorted(extras)
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def download_commands(
-    stack: Mapping[str, Any], upstream: Upstream, cache_dir: str, pyver: str, extras: Sequence[str] = ()
-) -> list[str]:
-    """The pip downloads, in the order python_stack installs: torch (+ extras; with AMD's wheels one device
-    extra per target of the lab, so each device package is fetched once per lab) from the torch index, the
-    requirements from the Python index, llamafactory without dependencies, then the lab's
-    python_stack_extras (`extras`: name==version, see lab_extras) with their dependencies, resolved beside
-    the pinned stack (the same --find-links and pins, so a dependency that a pin satisfies is not fetched).
-
-    The requirements are resolved with the downloaded folder as --find-links and torch pinned: accelerate,
-    peft and trl depend on torch, and the Python index (PyPI) would otherwise add its own (CUDA) torch.
-    A file already in the folder is never fetched again.
-    """
-    files = f"{cache_dir}/{FILES}"
+def download_command(upstream: Upstream, cache_dir: str, pyver: str) -> str:
+    """One `pip download --require-hashes --no-deps -r LOCK` of the lab's lines of the lock (every host's
+    GPU targets and extras): each locked file is fetched once, checked against its hash by pip before it is
+    kept; a file already in the folder is checked again and fetched anew only if it no longer matches.
+    torch comes from the torch index, the rest from the Python index: the hashes decide what is accepted."""
     pip = [
         f"{cache_dir}/{TOOL_VENV}/bin/pip", "download", "--disable-pip-version-check", "--no-cache-dir",
-        "--only-binary=:all:", "--python-version", pyver, "--dest", files,
+        "--only-binary=:all:", "--python-version", pyver, "--dest", f"{cache_dir}/{FILES}",
+        "--require-hashes", "--no-deps", "--index-url", upstream.index_url,
     ]  # fmt: skip
-    request = upstream.torch(stack)
-    torch_pin = "torch" + request.requirements[0].split("]", 1)[-1].removeprefix("torch")  # no extras
-    torch = [*pip, "--index-url", upstream.torch_index_url]
+    if upstream.torch_index_url != upstream.index_url:
+        pip += ["--extra-index-url", upstream.torch_index_url]
     for link in upstream.torch_find_links:
-        torch += ["--find-links", link]
-    torch += request.requirements  # AMD's device extras: their rocm-sdk-device-* packages come along
-    requirements = [*pip, "--index-url", upstream.index_url, "--find-links", files, torch_pin]
-    requirements += list(stack["python_stack_requirements"])
-    llamafactory = [*pip, "--no-deps", "--index-url", upstream.index_url]
-    llamafactory += [f"llamafactory=={stack['llamafactory_version']}"]
-    commands = [torch, requirements, llamafactory]
-    if extras:
-        commands.append([*requirements, *extras])
-    return [shlex.join(argv) for argv in commands]
+        pip += ["--find-links", link]
+    return shlex.join([*pip, "-r", f"{cache_dir}/{LOCK}"])
 
 
 def probe_address(bind_address: str) -> str:

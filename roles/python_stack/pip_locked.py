@@ -1,0 +1,128 @@
+"""Runs on a workstation (python3, standard library only): a locked pip install that fails in one line.
+
+    python3 pip_locked.py PIP ARGS... --require-hashes --no-deps -r LOCK
+
+Runs the pip command it is given (the lock's path is the value of its `-r`). pip refuses a file whose
+sha256 differs from the lock, but says so in several lines among its progress output. Here its output is
+kept back; on success a one-line summary is printed, on a refused file one line per file on stderr:
+
+    radeonlab: hash mismatch: peft-0.18.1-py3-none-any.whl from 10.0.0.5:8765: expected sha256 <lock's>,
+    received <what was served>; nothing from this install was installed
+
+A lab wheel cache that refuses to serve a file that no longer matches its own lock (HTTP 409) is reported
+the same way, with the hash it says it holds. Any other failure: pip's last lines, unchanged.
+pip downloads and checks every file before installing any, so a refused file leaves the venv as it was.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+
+MISMATCH_HEADER = "THESE PACKAGES DO NOT MATCH THE HASHES"
+# pip 23: "    idna==3.20 from http://h:p/files/idna-3.20-py3-none-any.whl (from -r r.txt (line 1)):"
+_FROM = re.compile(r"^\s+(?P<req>\S+) from (?P<url>\S+?)(?: \(from .*\))?:\s*$")
+_EXPECTED = re.compile(r"^\s+Expected sha256 (?P<sha>[0-9a-f]{64})")
+_GOT = re.compile(r"^\s+Got\s+(?P<sha>[0-9a-f]{64})")
+_HTTP = re.compile(r"HTTP error (?P<code>\d{3}) while getting (?P<url>\S+)")
+_RECEIVED = re.compile(r"received ([0-9a-f]{64})")
+_LOCK_LINE = re.compile(r"^(?P<name>[A-Za-z0-9._-]+)==(?P<version>\S+) --hash=sha256:(?P<sha>[0-9a-f]{64})")
+TAIL = 15  # lines of pip's output shown for a failure that is not about hashes
+
+
+def normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def file_and_host(url: str) -> tuple[str, str]:
+    """ "http://10.0.0.5:8765/files/x.whl#sha256=..." -> ("x.whl", "10.0.0.5:8765")."""
+    parts = urllib.parse.urlsplit(url)
+    name = urllib.parse.unquote(parts.path.rsplit("/", 1)[-1])
+    return name, parts.netloc or "this host's disk"
+
+
+def mismatch_lines(output: str) -> list[str]:
+    """pip's hash-mismatch block -> one line per refused file."""
+    if MISMATCH_HEADER not in output:
+        return []
+    lines, current, expected = [], None, None
+    for raw in output.splitlines():
+        if m := _FROM.match(raw):
+            current, expected = file_and_host(m["url"]), None
+        elif (m := _EXPECTED.match(raw)) and current:
+            expected = m["sha"]
+        elif (m := _GOT.match(raw)) and current and expected:
+            name, host = current
+            lines.append(
+                f"radeonlab: hash mismatch: {name} from {host}: expected sha256 {expected}, received "
+                f"{m['sha']}; nothing from this install was installed"
+            )
+            current = None
+    return lines
+
+
+def locked_sha(lock_text: str, wheel: str) -> str | None:
+    """The lock's sha256 for a wheel file name (its name and version)."""
+    name, version = (wheel.split("-") + ["", ""])[:2]
+    for raw in lock_text.splitlines():
+        m = _LOCK_LINE.match(raw.strip())
+        if m and normalize(m["name"]) == normalize(name) and m["version"] == version:
+            return m["sha"]
+    return None
+
+
+def refusal_lines(output: str, lock_text: str, fetch=None) -> list[str]:
+    """pip's "HTTP error 409 while getting URL" (a wheel cache refusing a changed file) -> one line, with
+    the hash the cache says it holds (from its answer's body) and the one the lock expects."""
+    fetch = fetch or _fetch_body
+    seen, lines = set(), []
+    for m in _HTTP.finditer(output):
+        if m["code"] != "409" or m["url"] in seen:
+            continue
+        seen.add(m["url"])
+        name, host = file_and_host(m["url"])
+        got = _RECEIVED.search(fetch(m["url"]) or "")
+        lines.append(
+            f"radeonlab: hash mismatch: {name} from {host}: expected sha256 {locked_sha(lock_text, name)}, "
+            f"received {got.group(1) if got else 'unknown'} (the wheel cache refused to serve it); "
+            "nothing from this install was installed"
+        )
+    return lines
+
+
+def _fetch_body(url: str) -> str:
+    try:
+        urllib.request.urlopen(url.split("#", 1)[0], timeout=10)
+    except urllib.error.HTTPError as e:
+        return e.read(2000).decode(errors="replace")
+    except OSError:
+        return ""
+    return ""
+
+
+def main(argv: list[str]) -> int:
+    if "--require-hashes" not in argv or "-r" not in argv[:-1]:
+        print("pip_locked.py: give pip --require-hashes and -r LOCK", file=sys.stderr)
+        return 2
+    lock = argv[argv.index("-r") + 1]
+    done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if done.returncode == 0:
+        installed = [line for line in done.stdout.splitlines() if line.startswith("Successfully installed")]
+        print(installed[-1] if installed else "nothing to install")
+        return 0
+    with open(lock) as f:
+        lock_text = f.read()
+    lines = mismatch_lines(done.stdout) or refusal_lines(done.stdout, lock_text)
+    if not lines:
+        lines = done.stdout.rstrip().splitlines()[-TAIL:]
+    for line in lines:
+        print(line, file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,109 @@
+"""Runs on the cache host (python3, standard library only): the lab wheel cache's HTTP server.
+
+    python3 serve.py --bind ADDRESS --directory CACHE_DIR PORT
+
+A read-only static server (GET and HEAD only, as http.server's) over CACHE_DIR, which serves a wheel under
+files/ only while its sha256 is the one the lab's lock gives it (CACHE_DIR/.lock-hashes.json, written by
+build_index.py from the lock). A file that no longer matches is refused with HTTP 409 and a one-line body
+naming the file, the lock's hash and the one on disk (the workstation's pip runner repeats it), and logged;
+a file the lock does not name is not served (404). Hashes are remembered per (size, mtime, ctime, inode):
+any write to a file, or a `touch`, makes the next request hash it again; a multi-GB wheel is read once
+otherwise. Workstations verify every file again on install (the hash travels with their lock): this check
+keeps a changed file from being handed out at all, it is not the only one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import threading
+import urllib.parse
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+HASHES = ".lock-hashes.json"
+_memo: dict[str, tuple[tuple[int, int, int, int], str]] = {}
+_lock = threading.Lock()
+
+
+def sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def current_sha256(path: str) -> str:
+    st = os.stat(path)
+    key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    with _lock:
+        known = _memo.get(path)
+    if known and known[0] == key:
+        return known[1]
+    digest = sha256(path)
+    with _lock:
+        _memo[path] = (key, digest)
+    return digest
+
+
+def check(directory: str, url_path: str) -> tuple[int, str] | None:
+    """None: serve it. Else (HTTP status, one-line reason) for a wheel the lock does not let out."""
+    path = urllib.parse.unquote(urllib.parse.urlsplit(url_path).path)
+    if not path.startswith("/files/"):
+        return None
+    name = path.rsplit("/", 1)[-1]
+    try:
+        with open(os.path.join(directory, HASHES)) as f:
+            expected = json.load(f).get(name)
+    except (OSError, ValueError):
+        expected = None
+    if expected is None:
+        return 404, f"{name} is not in the lab's lock: not served"
+    full = os.path.join(directory, "files", name)
+    if not os.path.isfile(full):
+        return 404, f"{name} is not in the cache"
+    got = current_sha256(full)
+    if got != expected:
+        return 409, (
+            f"radeonlab wheel cache: {name} no longer matches the lab's lock: expected sha256 {expected}, "
+            f"received {got} on this host; not served"
+        )
+    return None
+
+
+class Handler(SimpleHTTPRequestHandler):
+    def send_head(self):  # type: ignore[no-untyped-def]
+        refused = check(self.directory, self.path)
+        if refused is None:
+            return super().send_head()
+        status, reason = refused
+        body = (reason + "\n").encode()
+        self.log_message("refused %s: %s", self.path, reason)
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+        return None
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bind", default="0.0.0.0")
+    parser.add_argument("--directory", required=True)
+    parser.add_argument("port", type=int)
+    args = parser.parse_args(argv)
+    handler = partial(Handler, directory=args.directory)
+    with ThreadingHTTPServer((args.bind, args.port), handler) as server:
+        print(f"serving {args.directory} on {args.bind}:{args.port}", file=sys.stderr, flush=True)
+        server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
