@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 from radeonlab.jobs.fleet import probe as fleet
 
-from radeonlab.sandbox import aptrepo, web, wheels
+from radeonlab.sandbox import aptrepo, demo, web, wheels
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost
+from radeonlab.sandbox.provision import sandbox_env
 from tests.conftest import inventory_target
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
@@ -239,3 +240,54 @@ def test_host_without_gpu_fails_with_one_line_naming_it(provisioned: Provisioned
         assert "gpu_cpu_only" in lines[0]
     finally:
         provisioned.sandbox.destroy_host(h.name)
+
+
+def test_cpu_torch_fails_verify_unless_the_inventory_allows_it_and_submit_refuses_the_host(
+    provisioned: Provisioned, tmp_path: Path
+) -> None:
+    """The sandbox's torch is a CPU build (the SIMULATED stand-in for the ROCm wheel); the sandbox inventory
+    allows it (python_stack_allow_cpu_torch, from the wheel index's settings). Without that setting (pyinfra's
+    --data overrides host data, as a user's would) verify fails the host with one line and the record says the
+    host is unusable; submit then refuses it before anything is sent; with the setting verify passes again."""
+    h = provisioned.hosts["rx7900xtx"]
+    record_file = h.root / "etc/radeonlab/host.json"
+    try:
+        refused = run_verify(provisioned.sandbox, h, "--data", "python_stack_allow_cpu_torch=false")
+        assert refused.returncode != 0, refused.stderr[-3000:]
+        reason = "is a CPU build: it cannot use the AMD GPU(s); install the ROCm wheel"
+        lines = [line for line in refused.stderr.splitlines() if reason in line]
+        assert lines and "python_stack_allow_cpu_torch: true" in lines[0], refused.stderr[-3000:]
+        print(f"\nverify without the setting: {lines[0].strip()}")
+        record = json.loads(record_file.read_text())
+        assert record["problem"] and reason in record["problem"], record
+        assert record["torch"]["cpu_build"] and not record["torch"]["cpu_allowed"], record["torch"]
+
+        spec = demo.write_job_folder(tmp_path, {"max_steps": 2})
+        spec.write_text(spec.read_text() + "bf16: true\n")
+        jobs_before = h.exec("ls -A /home/lab/radeonlab/jobs 2>/dev/null || true").stdout
+        submitted = subprocess.run(
+            [str(Path(sys.executable).with_name("radeonlab")), "submit", str(spec), "-i",
+             str(REPO / "inventories/sandbox.py"), "--host", h.name],
+            capture_output=True, text=True, timeout=600,
+            env={**sandbox_env(provisioned.sandbox), "RADEONLAB_HOME": str(tmp_path / "laptop")},
+        )  # fmt: skip
+        assert submitted.returncode != 0, submitted.stdout + submitted.stderr
+        assert "verification failed: torch" in submitted.stderr, submitted.stderr
+        assert reason in submitted.stderr, submitted.stderr
+        print(f"submit bf16 to it: {submitted.stderr.strip()}")
+        assert h.exec("ls -A /home/lab/radeonlab/jobs 2>/dev/null || true").stdout == jobs_before  # no upload
+    finally:
+        allowed = run_verify(provisioned.sandbox, h)  # the inventory's own setting again
+    assert allowed.returncode == 0, allowed.stderr[-3000:]
+    assert "CPU torch allowed by python_stack_allow_cpu_torch" in allowed.stderr, allowed.stderr[-3000:]
+    record = json.loads(record_file.read_text())
+    assert record["problem"] is None and record["torch"]["cpu_allowed"], record
+
+
+def run_verify(sandbox: Sandbox, h: SandboxHost, *args: str) -> subprocess.CompletedProcess:
+    """`pyinfra -y [ARGS] inventories/sandbox.py deploy/verify.py` for one host (its stderr is the log)."""
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("pyinfra")), "-y", "--limit", h.name, *args,
+         "inventories/sandbox.py", "deploy/verify.py"],
+        cwd=REPO, capture_output=True, text=True, timeout=1200, env=sandbox_env(sandbox),
+    )  # fmt: skip
