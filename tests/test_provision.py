@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from radeonlab.jobs.fleet import probe as fleet
 
+from radeonlab.contract.records import HOST_RECORD_SCHEMA
 from radeonlab.sandbox import aptrepo, demo, web, wheels
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost
 from radeonlab.sandbox.provision import sandbox_env
@@ -41,8 +42,6 @@ EXPECTED_ENV = {
 }
 PROFILE = "etc/profile.d/radeonlab-gpu.sh"
 VENV = "/home/lab/radeonlab/venv"
-MAX_NOOP_RATIO = 0.5  # a no-op rerun is fact gathering only: a small fraction of the first run
-TIMINGS: dict[str, float] = {}
 
 
 @dataclass
@@ -92,9 +91,6 @@ def provisioned(sandbox: Sandbox) -> Iterator[Provisioned]:
             first = run_deploy(sandbox, list(hosts.values()))
             assert first.returncode == 0, first.stderr[-5000:]
             second = run_deploy(sandbox, list(hosts.values()))
-            TIMINGS.update(
-                first_run=first.seconds, noop_run=second.seconds, ratio=second.seconds / first.seconds
-            )
             print(f"\nprovisioning 3 hosts: first {first.seconds:.1f}s, no-op {second.seconds:.1f}s, "
                   f"ratio {second.seconds / first.seconds:.3f}")  # fmt: skip
             yield Provisioned(sandbox, hosts, first, second)
@@ -118,19 +114,23 @@ def test_first_run_installs_everything(provisioned: Provisioned) -> None:
         assert any("Install ROCm 10.0 packages" in op for op in changed), (card, changed)
         assert any("Install torch" in op for op in changed), (card, changed)
         record = json.loads((h.root / "etc/radeonlab/host.json").read_text())
-        assert record["host"] == h.name and record["venv"] == VENV and record["schema"] == 1
+        assert record["host"] == h.name and record["venv"] == VENV and record["schema"] == HOST_RECORD_SCHEMA
         assert record["rocm"]["installed"], record["rocm"]  # the stand-in rocm-core wrote .info/version
-        assert record["torch"]["simulated_cpu_build"] is True and record["torch"]["hip"] is None
-    assert "CPU build of torch: GPU checks not run (simulated workstation)" in provisioned.first.stderr
+        torch = record["torch"]
+        assert torch["cpu_build"] is True and torch["cpu_allowed"] is True and torch["hip"] is None, torch
+        assert record["problem"] is None, record["problem"]
+    allowed = "CPU torch allowed by python_stack_allow_cpu_torch; CPU build of torch: no GPU check possible"
+    assert provisioned.first.stderr.count(allowed) == len(provisioned.hosts), provisioned.first.stderr[-3000:]
 
 
-def test_second_run_changes_nothing_and_is_fast(provisioned: Provisioned) -> None:
+def test_second_run_changes_nothing(provisioned: Provisioned) -> None:
+    """No operation changes anything (pyinfra's own "No changes"). How long a no-op takes is a speed claim,
+    measured as ratios in tests/bench/provisioning.py, not asserted here (wall clock on 2 busy cores)."""
     second = provisioned.second
     assert second.returncode == 0, second.stderr[-5000:]
     for h in provisioned.hosts.values():
         assert second.changed_ops(h.name) == [], (h.name, second.changed_ops(h.name))
     assert second.results["totals"]["error"] == 0
-    assert TIMINGS["ratio"] < MAX_NOOP_RATIO, TIMINGS
 
 
 def test_the_stack_check_runs_again_only_when_what_it_depends_on_changed(provisioned: Provisioned) -> None:
