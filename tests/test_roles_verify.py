@@ -22,13 +22,16 @@ CPU_REPORT = {
     "cpu_build": True,
     "error": None,
     "devices": [],
-    "gpu_checks": "CPU build of torch: GPU checks not run (simulated workstation)",
+    "gpu_checks": "CPU build of torch: no GPU check possible",  # roles/verify/check_stack.py's words
     "versions": {"llamafactory": "0.9.5"},
 }
 
 
 def make(
-    written_at: str = "2026-08-01T00:00:00+00:00", vram_used: int = 1, report: dict = CPU_REPORT
+    written_at: str = "2026-08-01T00:00:00+00:00",
+    vram_used: int = 1,
+    report: dict = CPU_REPORT,
+    **extra: object,
 ) -> dict:
     gpu = XTX.__class__(**{**XTX.__dict__, "vram_used": vram_used})
     return rec.build_record(
@@ -43,6 +46,7 @@ def make(
         llamafactory_version="0.9.5",
         gpus=[gpu],
         written_at=written_at,
+        **extra,
     )
 
 
@@ -75,10 +79,18 @@ def test_only_volatile_fields_changed_means_current() -> None:
     assert not rec.is_current(None, make())
 
 
-def test_table_row_says_gpu_checks_were_not_run_on_a_cpu_build() -> None:
-    row = rec.table_row(make(), CPU_REPORT)
+def test_table_row_says_a_cpu_build_was_allowed_or_failed_the_host() -> None:
+    allowed = make(allow_cpu=True, problem=rec.stack_problem(CPU_REPORT, [XTX], False, True))
+    row = rec.table_row(allowed, CPU_REPORT)
     assert row[0] == "ws1" and row[2] == "gfx1100" and row[5] == "7.2.4-1"
-    assert row[-1] == "CPU build of torch: GPU checks not run (simulated workstation)"
+    assert (
+        row[-1]
+        == "CPU torch allowed by python_stack_allow_cpu_torch; CPU build of torch: no GPU check possible"
+    )
+    refused = make(problem=rec.stack_problem(CPU_REPORT, [XTX], False, False))
+    assert refused["problem"] and not refused["torch"]["cpu_allowed"]
+    assert rec.table_row(refused, CPU_REPORT)[-1] == f"FAILED: {refused['problem']}"
+    assert refused["problem"].startswith("torch 2.13.0+cpu is a CPU build: it cannot use the AMD GPU(s)")
 
 
 FAKE_TORCH = Path(__file__).parent / "fixtures" / "fake_torch"  # SIMULATED torch packages (README there)
@@ -155,7 +167,7 @@ def test_a_reused_check_says_so_and_when_it_was_observed() -> None:
     row = rec.table_row(make(), CPU_REPORT, "2026-12-01T10:00:00+00:00")
     assert row[-1] == (
         "not re-run, inputs unchanged; at 2026-12-01T10:00:00+00:00: "
-        "CPU build of torch: GPU checks not run (simulated workstation)"
+        "CPU build of torch: no GPU check possible"
     )
 
 
