@@ -64,7 +64,12 @@ def cli(lab: Lab, *args: str):
 
 
 def spec(lab: Lab, name: str, overrides: dict[str, object], block: str = "") -> Path:
-    path = write_spec(lab.work, overrides, name=name)
+    """The demo spec with `overrides`: keys demo.yaml has are replaced, others (optim, warmup_steps) added."""
+    demo = (REPO / "jobs/examples/demo.yaml").read_text()
+    has = {k: v for k, v in overrides.items() if re.search(rf"(?m)^{k}:", demo)}
+    path = write_spec(lab.work, has, name=name)
+    added = "".join(f"{k}: {v}\n" for k, v in overrides.items() if k not in has)
+    path.write_text(path.read_text() + added)
     if block:
         path.write_text(path.read_text() + "radeonlab:\n" + block)
     return path
