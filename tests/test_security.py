@@ -178,7 +178,7 @@ def secret_job(lab: Lab) -> Iterator[dict]:
     sent: list[str] = []
     real_channel = transport.Remote._channel
 
-    def recording(self: transport.Remote, command: str, timeout: float | None):  # noqa: ANN202
+    def recording(self: transport.Remote, command: str, timeout: float | None = None):  # noqa: ANN202
         sent.append(command)
         return real_channel(self, command, timeout)
 
