@@ -94,9 +94,7 @@ def state(lab: Lab, job_id: str) -> dict:
 
 
 def logged_steps(lab: Lab, job_id: str) -> list[int]:
-    """The steps logged with a loss so far (none before LLaMA-Factory wrote its trainer log)."""
-    log = f"{JOBS_DIR}/{job_id}/output/trainer_log.jsonl"
-    lines = lab.host.exec(["cat", log], check=False).stdout.splitlines()
+    lines = on_host(lab, job_id, "output/trainer_log.jsonl").splitlines()
     return [p.step for p in map(parse_line, lines) if p and p.loss is not None]
 
 
