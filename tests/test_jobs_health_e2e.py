@@ -64,7 +64,12 @@ def cli(lab: Lab, *args: str):
 
 
 def spec(lab: Lab, name: str, overrides: dict[str, object], block: str = "") -> Path:
-    path = write_spec(lab.work, overrides, name=name)
+    """The demo spec with `overrides`: keys demo.yaml has are replaced, others (optim, warmup_steps) added."""
+    demo = (REPO / "jobs/examples/demo.yaml").read_text()
+    has = {k: v for k, v in overrides.items() if re.search(rf"(?m)^{k}:", demo)}
+    path = write_spec(lab.work, has, name=name)
+    added = "".join(f"{k}: {v}\n" for k, v in overrides.items() if k not in has)
+    path.write_text(path.read_text() + added)
     if block:
         path.write_text(path.read_text() + "radeonlab:\n" + block)
     return path
@@ -291,6 +296,8 @@ def test_the_nan_ladder_tries_adamw_torch_and_then_gives_up_with_a_report(lab: L
     report = job["report"]
     assert report.startswith("gave up: every step of the nan ladder has been applied"), report
     assert "attempt 2: remedy nan/adamw_torch" in report and "values now: optim=adamw_torch" in report
+    tried = [line.strip() for line in report.splitlines() if line.startswith("  attempt ")]
+    assert len(tried) == len(attempts) - 1, report  # every remedy attempt named, in order
     status = cli(lab, "status", job_id, "-i", INVENTORY)
     assert "gave up:" in status.stdout and "remedies tried:" in status.stdout, status.stdout
 
@@ -333,6 +340,8 @@ def test_the_oom_ladder_lowers_cutoff_len_and_gives_up_naming_the_memory(lab: La
     record, st = job_json(lab, too_big), state(lab, too_big)
     assert len(record["attempts"]) == 2 and st["end"] == "gave_up", st
     assert "values now: cutoff_len=1024" in record["report"]
+    tried = [line.strip() for line in record["report"].splitlines() if line.startswith("  attempt ")]
+    assert len(tried) == 1 and tried[0].startswith("attempt 2:") and "cutoff" in tried[0], record["report"]
     assert re.search(r"VRAM seen: .*GiB", record["report"]), record["report"]
 
 

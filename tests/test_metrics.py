@@ -80,10 +80,17 @@ def test_throughput_and_computed_tokens_per_second() -> None:
 
 
 def test_duplicated_lines_counted_once() -> None:
-    line = RECIPE_LINES[0]
+    """Some runs write every line twice: the reader keeps what was written (2 points per step), progress
+    counts each step once, the last copy of a step winning."""
+    ok, nan = RECIPE_LINES
+    rewritten = ok.replace(b'"loss": 8.3822', b'"loss": 7.5')  # step 1 again, a later value
     reader = TrainerLogReader()
-    reader.feed(line + b"\n" + line + b"\n")
-    assert len(reader.points) == 2 and progress(reader.points).step == 1
+    reader.feed(b"\n".join([ok, ok, rewritten, nan, nan]) + b"\n")
+    assert len(reader.points) == 5  # the reader drops nothing
+    p = progress(reader.points)
+    assert p is not None and p.nan_steps == [2] and p.step == 2  # the NaN step once, not twice
+    only_first = progress(reader.points[:3])
+    assert only_first is not None and only_first.loss == 7.5 and only_first.nan_steps == []
 
 
 @pytest.mark.parametrize(

@@ -201,14 +201,22 @@ def test_the_supervisor_side_sends_in_order_once_each_and_the_last_message_after
 
 
 def test_nothing_the_messenger_meets_reaches_the_job(shipped: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(notifier.NOTIFY, "backoff_s", 0.1)
     down = f"json://127.0.0.1:{closed_port()}/hook/{TOKEN}"
+    # with 60 s between tries the messenger needs minutes for these messages: the job must not wait for it
+    monkeypatch.setitem(notifier.NOTIFY, "backoff_s", 60.0)
     t0 = time.monotonic()
-    n = job_notifier(shipped, [down])
+    slow = job_notifier(shipped, [down])
     for event in ("started", "first_step", "remedy"):
-        n.send(event)
+        slow.send(event)
+    slow.finished(EndReason.TRAINING_FAILED, "exit 1", 1)
+    assert time.monotonic() - t0 < 30  # a deadline well under one backoff: nothing waited for the retries
+    assert slow.proc is not None and slow.proc.poll() is None  # still retrying, on its own
+    slow.proc.kill()
+    slow.proc.wait(timeout=30)
+    monkeypatch.setitem(notifier.NOTIFY, "backoff_s", 0.1)
+    n = job_notifier(shipped, [down])
+    n.send("started")
     n.finished(EndReason.TRAINING_FAILED, "exit 1", 1)
-    assert time.monotonic() - t0 < 5  # nothing waited for the sink's retries
     assert n.proc is not None and n.proc.wait(timeout=120) == 1  # it tried, then gave up on its own
     missing = job_notifier(shipped, [down], python="/nonexistent/venv/bin/python")
     missing.send("started")  # no venv python: notifications off, no exception

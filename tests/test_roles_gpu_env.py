@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -134,9 +135,14 @@ def test_small_igpu_is_skipped_and_strix_halo_trains_by_usable_memory() -> None:
     assert training_targets([XTX, IGPU], AMD, MIN_VRAM, MIN_UNIFIED) == ["gfx1100"]
 
 
-def test_same_input_same_file_and_a_card_swap_changes_it() -> None:
-    assert render([XTX]) == render([XTX])
-    assert render([XTX]) != render([R9070])
+def test_same_card_same_file_and_a_card_swap_changes_it() -> None:
+    # a re-run reads new volatile values (VRAM in use, the ROCm version seen): the file must not follow them,
+    # or every deploy would rewrite it
+    busy = dataclasses.replace(XTX, vram_used=20 * GIB, rocm_version="7.14")
+    assert render([busy]) == render([XTX])
+    swapped = render([R9070])
+    assert exports(swapped)["PYTORCH_ROCM_ARCH"] == "gfx1201" != exports(render([XTX]))["PYTORCH_ROCM_ARCH"]
+    assert "RX 9070 XT" in swapped and "RX 7900 XTX" not in swapped
 
 
 def test_fact_dicts_become_gpu_records() -> None:
@@ -149,5 +155,10 @@ def test_no_training_gpu_gives_no_exports() -> None:
     assert env.training == [] and env.exports == {} and "not usable with" in env.comments[0]
 
 
-def test_template_is_the_role_own(tmp_path: Path) -> None:
-    assert TEMPLATE.is_file() and TEMPLATE.parent.parent.name == "gpu_env"
+def test_the_template_is_found_from_any_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pyinfra's files.template resolves a relative src from the cwd: the role passes its own folder's file
+    monkeypatch.chdir(tmp_path)
+    assert TEMPLATE.is_absolute() and TEMPLATE.parent.parent.name == "gpu_env"
+    assert exports(render([XTX])) == {"PYTORCH_ROCM_ARCH": "gfx1100", **AOT}

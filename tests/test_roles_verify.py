@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 from radeonlab.roles.verify import record as rec
 from radeonlab.roles.verify.facts import CHECK_SCRIPT, StackCheckState, StackReport
@@ -20,13 +22,16 @@ CPU_REPORT = {
     "cpu_build": True,
     "error": None,
     "devices": [],
-    "gpu_checks": "CPU build of torch: GPU checks not run (simulated workstation)",
+    "gpu_checks": "CPU build of torch: no GPU check possible",  # roles/verify/check_stack.py's words
     "versions": {"llamafactory": "0.9.5"},
 }
 
 
 def make(
-    written_at: str = "2026-08-01T00:00:00+00:00", vram_used: int = 1, report: dict = CPU_REPORT
+    written_at: str = "2026-08-01T00:00:00+00:00",
+    vram_used: int = 1,
+    report: dict = CPU_REPORT,
+    **extra: object,
 ) -> dict:
     gpu = XTX.__class__(**{**XTX.__dict__, "vram_used": vram_used})
     return rec.build_record(
@@ -41,6 +46,7 @@ def make(
         llamafactory_version="0.9.5",
         gpus=[gpu],
         written_at=written_at,
+        **extra,
     )
 
 
@@ -73,20 +79,56 @@ def test_only_volatile_fields_changed_means_current() -> None:
     assert not rec.is_current(None, make())
 
 
-def test_table_row_says_gpu_checks_were_not_run_on_a_cpu_build() -> None:
-    row = rec.table_row(make(), CPU_REPORT)
+def test_table_row_says_a_cpu_build_was_allowed_or_failed_the_host() -> None:
+    allowed = make(allow_cpu=True, problem=rec.stack_problem(CPU_REPORT, [XTX], False, True))
+    row = rec.table_row(allowed, CPU_REPORT)
     assert row[0] == "ws1" and row[2] == "gfx1100" and row[5] == "7.2.4-1"
-    assert row[-1] == "CPU build of torch: GPU checks not run (simulated workstation)"
+    assert (
+        row[-1]
+        == "CPU torch allowed by python_stack_allow_cpu_torch; CPU build of torch: no GPU check possible"
+    )
+    refused = make(problem=rec.stack_problem(CPU_REPORT, [XTX], False, False))
+    assert refused["problem"] and not refused["torch"]["cpu_allowed"]
+    assert rec.table_row(refused, CPU_REPORT)[-1] == f"FAILED: {refused['problem']}"
+    assert refused["problem"].startswith("torch 2.13.0+cpu is a CPU build: it cannot use the AMD GPU(s)")
 
 
-def test_check_script_runs_and_reports_json() -> None:
-    # Runs here under this venv's python (torch may or may not be installed: either way one JSON line).
+FAKE_TORCH = Path(__file__).parent / "fixtures" / "fake_torch"  # SIMULATED torch packages (README there)
+
+
+def check_with(fake: str) -> dict:
+    """The verify role's stack check script run here with a SIMULATED torch first on the path."""
     out = subprocess.run(
-        [sys.executable, "-c", CHECK_SCRIPT, "8"], capture_output=True, text=True, check=True
+        [sys.executable, "-c", CHECK_SCRIPT, "8"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(FAKE_TORCH / fake)},
     )
     report = StackReport().process(out.stdout.splitlines())
-    assert report is not None and report["python"].count(".") == 2
-    assert report["gpu_checks"] or report["error"]
+    assert report is not None and report["python"].count(".") == 2, out.stdout
+    return report
+
+
+def test_the_check_script_tells_a_cpu_build_a_blind_rocm_build_and_a_broken_import_apart() -> None:
+    cpu = check_with("cpu")
+    assert (cpu["torch"], cpu["cpu_build"], cpu["error"], cpu["devices"]) == ("2.13.0+cpu", True, None, [])
+    assert cpu["gpu_checks"] == "CPU build of torch: no GPU check possible"
+    blind = check_with("rocm_no_gpu")
+    assert (blind["hip"], blind["cpu_build"], blind["cuda_available"]) == ("10.0.0", False, False)
+    assert blind["gpu_checks"].startswith("ROCm build of torch sees no GPU")
+    broken = check_with("broken")
+    assert (
+        broken["error"] == "import torch failed: ImportError: libamdhip64.so: cannot open shared object file"
+    )
+    # and what verify makes of each on a host with a card (the one line the deploy fails with)
+    gpus, problem = [XTX], rec.stack_problem
+    assert "is a CPU build" in problem(cpu, gpus, cpu_only=False, allow_cpu=False)
+    assert problem(cpu, gpus, cpu_only=False, allow_cpu=True) is None
+    assert "sees no GPU" in problem(
+        blind, gpus, cpu_only=False, allow_cpu=True
+    )  # the setting is for CPU builds
+    assert problem(broken, gpus, cpu_only=False, allow_cpu=True).startswith("import torch failed")
 
 
 # --- the saved stack check (StackCheckState): reused only when nothing it depends on changed -------------
@@ -125,7 +167,7 @@ def test_a_reused_check_says_so_and_when_it_was_observed() -> None:
     row = rec.table_row(make(), CPU_REPORT, "2026-12-01T10:00:00+00:00")
     assert row[-1] == (
         "not re-run, inputs unchanged; at 2026-12-01T10:00:00+00:00: "
-        "CPU build of torch: GPU checks not run (simulated workstation)"
+        "CPU build of torch: no GPU check possible"
     )
 
 
