@@ -350,9 +350,17 @@ def test_logs_follow_prints_the_whole_log_once_across_a_dropped_connection(lab: 
     exe = str(Path(sys.executable).with_name("radeonlab"))
     follower = subprocess.Popen([exe, "logs", "-f", job_id, "-i", INVENTORY], env={**os.environ, **lab.env},
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
-    wait_for(lambda: len(logged_steps(lab, job_id)) >= 5, 120, "five logged steps")
+    trainer_log = f"{JOBS_DIR}/{job_id}/output/trainer_log.jsonl"
+    steps = lambda: lab.host.exec(["cat", trainer_log], check=False).stdout.count("\n")  # noqa: E731
+    wait_for(lambda: steps() >= 5, 120, "five logged steps")  # (the file appears with the first step)
     lab.host.stop_sshd()  # the follower's connection goes, the training does not
-    lab.host.exec("pkill -KILL -f 'sshd: lab' || true")
+    sessions = [
+        line.split(None, 1)[0]
+        for line in lab.host.exec("ps -eo pid=,args=").stdout.splitlines()
+        if line.split(None, 1)[1].startswith("sshd: lab")
+    ]  # by pid: a pattern would match this shell
+    for pid in sessions:
+        lab.host.exec(["kill", "-9", pid], check=False)
     time.sleep(3)
     lab.host.start_sshd()
     out, err = follower.communicate(timeout=300)

@@ -33,8 +33,7 @@ class Store:
 
     def __init__(self, blobs_dir: str) -> None:
         self.dir = os.path.join(blobs_dir, ALGORITHM)
-        self.manifest_path = os.path.join(blobs_dir, "manifest.json")
-        os.makedirs(self.dir, exist_ok=True)
+        self.manifest_path = os.path.join(blobs_dir, "manifest.json")  # the folders appear with a first blob
         try:
             with open(self.manifest_path) as f:
                 self.manifest = json.load(f)
@@ -96,6 +95,7 @@ def receive_one(store: Store, stdin, digest: str, size: int, offset: int) -> str
     """Write one file's bytes from stdin into <hex>.part, hashing as it goes; None when stored, else why."""
     final = store.path(digest)
     part = final + ".part"
+    os.makedirs(store.dir, exist_ok=True)
     h = hashlib.sha256()
     with open(part, "ab+") as f:
         have = os.fstat(f.fileno()).st_size
@@ -158,9 +158,10 @@ def main(argv: list[str] | None = None) -> int:
             failed[head["sha256"]] = why
             if why.startswith("stream ended"):
                 break
-    dfd = os.open(store.dir, os.O_RDONLY)
-    os.fsync(dfd)  # the renames survive a crash
-    os.close(dfd)
+    if stored:
+        dfd = os.open(store.dir, os.O_RDONLY)
+        os.fsync(dfd)  # the renames survive a crash
+        os.close(dfd)
     store.save()
     print(json.dumps({"stored": stored, "failed": failed}), flush=True)
     return 0 if not failed else 4
