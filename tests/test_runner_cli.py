@@ -101,8 +101,10 @@ def test_a_failed_verification_is_named() -> None:
     view = parse_probe("ws9", {"record": failed, "record_error": ""})
     with pytest.raises(
         NotProvisionedError, match=r"^ws9 is not provisioned \(verification failed: ROCm torch"
-    ):
+    ) as refused:
         require_record(view, "inv.py")
+    # provisioning again alone would not help: the reason's own fix comes first
+    assert "provision it first" not in str(refused.value) and "fix that" in str(refused.value)
 
 
 def test_a_current_host_record_is_read() -> None:

@@ -178,6 +178,8 @@ def require_record(view: HostView, inventory: str) -> HostRecord:
         return view.record
     fix = f"provision it first: {deploy_command(inventory, view.name)}"
     why = view.note or "no host record"
+    if why.startswith("verification failed:"):  # provisioned, but its check failed: the fix is in the reason
+        fix = f"fix that (the reason says how), then re-run {deploy_command(inventory, view.name)}"
     if why == "no host record":
         raise NotProvisionedError(f"{view.name} is not provisioned (no /etc/radeonlab/host.json): {fix}")
     raise NotProvisionedError(f"{view.name} is not provisioned ({why}): {fix}")
