@@ -35,3 +35,14 @@ def test_device_nodes_fact_parses_stat_output() -> None:
     got = DeviceNodes().process(["/dev/kfd 660 root render", "/dev/dri/renderD128 660 root render"])
     assert got["/dev/kfd"] == {"mode": 0o660, "user": "root", "group": "render"}
     assert DeviceNodes().process([]) == {}
+
+
+def test_linger_only_where_systemd_runs_and_it_is_not_on_yet() -> None:
+    from radeonlab.roles.access.check import linger_command
+
+    assert linger_command("lab", systemd_runs=True, lingering=False, wanted=True) == [
+        "loginctl", "enable-linger", "lab"
+    ]  # fmt: skip
+    assert linger_command("lab", systemd_runs=True, lingering=True, wanted=True) is None  # idempotent
+    assert linger_command("lab", systemd_runs=False, lingering=False, wanted=True) is None  # the sandbox
+    assert linger_command("lab", systemd_runs=True, lingering=False, wanted=False) is None

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import shlex
+
 from pyinfra import host, logger
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
+from pyinfra.facts.files import Directory, File
 from pyinfra.operations import server
-from radeonlab.roles.access.check import access_problems
+from radeonlab.roles.access.check import LINGER_DIR, access_problems, linger_command
 from radeonlab.roles.access.defaults import DEFAULTS
 from radeonlab.roles.access.facts import DeviceNodes
 from radeonlab.roles.python_stack import stack_paths
@@ -28,6 +31,18 @@ def grant_gpu_access(check_devices: bool = True) -> None:
         append=True,  # never drop the user's other groups (sudo!)
         _sudo=True,
     )
+    linger = linger_command(
+        user,
+        systemd_runs=bool(host.get_fact(Directory, path="/run/systemd/system")),
+        lingering=bool(host.get_fact(File, path=f"{LINGER_DIR}/{user}")),
+        wanted=bool(host.data.get("access_linger")),
+    )
+    if linger:
+        server.shell(
+            name=f"Let {user}'s systemd manager outlive its sessions (jobs with limits.memory_gb)",
+            commands=[shlex.join(linger)],
+            _sudo=True,
+        )
     if not check_devices:
         return
     existing = host.get_fact(UserGroups, user=user) or {}

@@ -43,3 +43,18 @@ def access_problems(
                 f"add {user} to group {node['group']} (usermod -aG {node['group']} {user}) and log in again"
             )
     return problems
+
+
+LINGER_DIR = "/var/lib/systemd/linger"  # systemd-logind: one empty file per user whose manager stays up
+
+
+def linger_command(user: str, systemd_runs: bool, lingering: bool, wanted: bool) -> list[str] | None:
+    """`loginctl enable-linger USER` when it is wanted and not yet on, else None (nothing to do).
+
+    Why: `limits.memory_gb` runs the training in a scope of the user's systemd manager (`systemd-run --user
+    --scope`); without lingering, logind stops that manager, and the job with it, when the user's last SSH
+    session closes, i.e. right after `submit` returns. Hosts without systemd have no manager to keep.
+    """
+    if not wanted or not systemd_runs or lingering:
+        return None
+    return ["loginctl", "enable-linger", user]

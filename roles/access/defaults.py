@@ -15,4 +15,7 @@ DEFAULTS: dict[str, object] = {
     "access_devices": ["/dev/kfd", "/dev/dri/renderD*"],
     # A device the user cannot open: a warning, or with this true a DeployError.
     "access_strict": False,
+    # Keep the training user's systemd manager running without a login (loginctl enable-linger), so a job
+    # with limits.memory_gb (a scope of that manager) outlives the SSH session that started it.
+    "access_linger": True,
 }
