@@ -52,7 +52,8 @@ from typing import Any
 from radeonlab.jobs.host.remedies import LADDERS, STEP_KEYS, STEPS, Changes
 from radeonlab.jobs.spec import lf_args
 
-GIB = 2**30
+from radeonlab.contract.records import GIB
+
 # Framework overhead: a judgment, not a measurement (no GPU on the machine that wrote this); see README.
 OVERHEAD: dict[str, float] = {"fixed_bytes": 1.0 * GIB, "fraction": 0.10}
 LOGITS_BYTES_PER_ELEMENT = 12  # bf16 logits (2) freed as the fp32 copy (4) and log-softmax (4) appear; + grad

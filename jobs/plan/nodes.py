@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from radeonlab.jobs.fleet.inventory import HostTarget, get_host
+from radeonlab.jobs.plan.render import PRECISION_KEYS
 from radeonlab.jobs.spec.load import Spec
 
 from radeonlab.contract.records import HostRecord
@@ -41,7 +42,6 @@ MULTINODE_DEFAULTS: dict[str, Any] = {
     "backend_gpu": "nccl",  # RCCL in ROCm torch
     "backend_cpu": "gloo",
 }
-PRECISION_KEYS = ("bf16", "fp16", "pure_bf16")
 
 
 @dataclass(frozen=True)

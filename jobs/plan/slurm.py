@@ -21,6 +21,7 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from radeonlab.contract.records import GIB
 from radeonlab.contract.state import JobState
 from radeonlab.errors import InputError
 
@@ -36,7 +37,6 @@ SLURM_DEFAULTS: dict[str, object] = {
 }
 SINFO_FORMAT = "%N|%T|%f|%G|%E"
 SQUEUE_FORMAT = "%i|%j|%T|%r|%N"
-GIB = 2**30
 GB = 10**9
 
 

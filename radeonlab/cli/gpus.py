@@ -10,6 +10,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from radeonlab.contract.records import GIB
 from radeonlab.errors import RadeonlabError
 from radeonlab.roles.gpu import cards
 from radeonlab.roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
@@ -18,8 +19,6 @@ from radeonlab.roles.gpu_env.plan import TorchBuild, for_torch
 from radeonlab.roles.python_stack.defaults import DEFAULTS as STACK_DEFAULTS
 from radeonlab.roles.python_stack.defaults import TORCH_SOURCES
 from radeonlab.roles.python_stack.plan import pytorch_rocm_series
-
-GIB = 1024**3
 
 
 def default_rocm_version() -> str:

@@ -5,7 +5,7 @@ Every key can be overridden per host or group in the inventory, or with `pyinfra
 
 from __future__ import annotations
 
-GIB = 1024**3
+from radeonlab.contract.records import GIB
 
 DEFAULTS: dict[str, object] = {
     # Where sysfs is read from: "/" on a real host. The sandbox points this at a recorded sysfs tree.

@@ -25,7 +25,8 @@ from radeonlab.roles.gpu.cards import (
 )
 from radeonlab.roles.python_stack.defaults import wheel_targets
 
-GIB = 1024**3
+from radeonlab.contract.records import GIB
+
 # Attention on Radeon falls back to the slow, memory-hungry math path unless AOTriton's experimental
 # Navi kernels are on (unslothai/unsloth#8821: gfx1200, N=4096, math 486 ms / 8.55 GiB vs flash 41 ms /
 # 0.52 GiB; rocm-facts.md). Architectures the variable applies to:

@@ -18,8 +18,9 @@ from typing import Any
 import jinja2
 from radeonlab.roles.gpu import cards
 
+from radeonlab.contract.records import GIB
+
 TEMPLATES = Path(__file__).parent / "templates"
-GIB = 1024**3
 # Debian's slurm-wlm layout (the package's systemd units use these pid files).
 PATHS = {
     "conf_dir": "/etc/slurm",
