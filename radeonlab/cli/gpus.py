@@ -99,7 +99,7 @@ def _table(gpus: list[cards.Gpu], rocm_version: str) -> Table:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def command(sysfs_root: str, rocm_version: str | None, as_json: bool) -> None:
     """List AMD GPUs from KFD and DRM sysfs: gfx target, VRAM and usable memory, bf16, and the override each
-    torch source needs (AMD's multi-arch wheels, download.pytorch.org's)."""
+    torch source needs (AMD's multi-arch wheels, PyTorch's ROCm wheels)."""
     version = rocm_version or default_rocm_version()
     gpus = read_sysfs(sysfs_root, version)
     if not gpus:
