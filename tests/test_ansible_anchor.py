@@ -15,17 +15,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from radeonlab.roles.rocm import repos
 
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost
 from radeonlab.sandbox.provision import sandbox_env
-from tests.bench.ansible_inventory import PlaybookRun
+from tests.bench.ansible_inventory import PlaybookRun, rocm_sources, settings
 from tests.bench.equivalence import differences, host_state, unexplained
 from tests.bench.provisioning import run_anchor, run_pyinfra, served
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 
 CARDS = ("rx7900xtx", "rx6700xt", "rx9070xt")
-PIN = "file /etc/apt/preferences.d/rocm-pin-600"
+# The pin file of the roles' default stream (the sandbox inventory sets only URLs).
+PIN = "file " + rocm_sources(settings({}))["pin_path"]
 # Differences between a radeonlab host and an Ansible host that are the engines', not the playbook's.
 ACCEPTED: dict[str, str] = {
     "package python3-apt:amd64": "Ansible's apt module runs on the host's python3 and needs python3-apt: "
@@ -98,11 +100,15 @@ def test_the_comparison_sees_what_matters(pairs: Pairs) -> None:
     a comparison that read nothing would pass every host."""
     ours, theirs = pairs.hosts["rx6700xt"]
     state = host_state(theirs)
-    assert 'export HSA_OVERRIDE_GFX_VERSION="10.3.0"' in state["file /etc/profile.d/radeonlab-gpu.sh"]
+    # AMD's multi-arch wheels (the default torch source) carry gfx1031 code: the card needs no override.
+    profile = state["file /etc/profile.d/radeonlab-gpu.sh"]
+    assert 'export PYTORCH_ROCM_ARCH="gfx1031"' in profile and "HSA_OVERRIDE" not in profile, profile
     record = state["file /etc/radeonlab/host.json"]
-    assert '"gfx": "gfx1031"' in record and '"simulated_cpu_build": true' in record, record
+    assert '"gfx": "gfx1031"' in record and '"cpu_build": true' in record, record
     assert state["pip torch"].startswith("2.13.0") and state["pip llamafactory"] == "0.9.5"
-    assert state["package rocminfo:amd64"].endswith("ii")
+    meta = repos.coresdk_packages(settings(theirs.inventory_entry()["data"]), ["gfx1031"])[0]
+    installed = [v for k, v in state.items() if k.startswith(f"package {meta}:")]
+    assert installed and installed[0].endswith("ii"), meta  # the ROCm package for the card's own target
     assert host_state(ours)[PIN].endswith("Pin-Priority: 600\n\n")  # the accepted difference, as described
     assert state[PIN].endswith("Pin-Priority: 600\n")
 
@@ -110,7 +116,9 @@ def test_the_comparison_sees_what_matters(pairs: Pairs) -> None:
 def test_the_playbook_is_driven_by_the_hosts_data(pairs: Pairs) -> None:
     """The sources point at the sandbox's SIMULATED repository (inventory data), not at AMD's default."""
     _, theirs = pairs.hosts["rx7900xtx"]
-    sources = (theirs.root / "etc/apt/sources.list.d/rocm.list").read_text()
-    url = theirs.inventory_entry()["data"]["rocm_repo_url"]
-    assert f"{url}/7.2.4 jammy main" in sources, sources
-    assert Path(theirs.root / "etc/apt/keyrings/rocm.gpg").stat().st_size > 0
+    data = theirs.inventory_entry()["data"]
+    rocm = rocm_sources(settings(data))
+    sources = (theirs.root / rocm["list_path"].lstrip("/")).read_text()
+    assert any(line in sources for lines in rocm["sources"].values() for line in lines), sources
+    assert any(url in sources for key, url in data.items() if key.endswith("_repo_url")), sources
+    assert Path(theirs.root / rocm["keyring"].lstrip("/")).stat().st_size > 0

@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
+from radeonlab.roles.gpu_env.plan import gpu_env, torch_build, training_targets
 from radeonlab.roles.python_stack import plan as stack_plan
+from radeonlab.roles.python_stack.defaults import DEFAULTS as STACK_DEFAULTS
 from radeonlab.roles.rocm import repos
 from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
 from radeonlab.roles.rocm.defaults import SUPPORTED_DISTROS
 
+from radeonlab.contract.records import HostRecord
 from tests.bench import ansible_inventory as ai
 from tests.bench.equivalence import Difference, differences, role_files, unexplained
+from tests.test_roles_gpu_env import GIB, MIN_UNIFIED, MIN_VRAM, XTX, gpu
 
 SANDBOX_DATA = {  # what radeonlab.sandbox's apt repo and wheel index set (aptrepo/wheels .settings())
     "rocm_repo_url": "http://127.0.0.1:9/amd/rocm/apt",
@@ -100,13 +107,90 @@ def test_the_family_layout_and_refusals_come_from_the_role() -> None:
         ai.rocm_sources({**data, "rocm_version": "7.11"})
 
 
-def test_pip_steps_are_the_python_stack_roles_for_an_empty_venv() -> None:
-    data = ai.settings(ENTRY["data"])
-    steps = ai.pip_steps(data)
-    want = stack_plan.pip_steps(data, str(data["rocm_version"]), {})
+def _filters() -> dict[str, Any]:
+    """The playbook's filter plugin, loaded as Ansible loads it (a file, not a package)."""
+    path = ai.PLAYBOOK_DIR / "filter_plugins" / "radeonlab.py"
+    spec = importlib.util.spec_from_file_location("radeonlab_anchor_filters", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.FilterModule().filters()
+
+
+FILTERS = _filters()
+SETTINGS = ai.settings({**SANDBOX_DATA, "python_stack_allow_cpu_torch": True})
+CARDS = [XTX, gpu(1, "gfx1031", "AMD Radeon RX 6700 XT", 12 * GIB)]
+GPU_FACT = [g.to_dict() for g in CARDS]  # the RadeonGpus fact's value, as the playbook holds it
+
+
+def test_every_filter_the_playbook_uses_exists() -> None:
+    used = set(re.findall(r"\|\s*(radeonlab_\w+)", ai.PLAYBOOK.read_text()))
+    assert len(used) >= 9 and used <= set(FILTERS), used - set(FILTERS)
+
+
+def test_the_sandbox_hosts_cpu_torch_setting_reaches_the_playbook() -> None:
+    assert SETTINGS["python_stack_allow_cpu_torch"] is True
+    assert ai.settings(SANDBOX_DATA)["python_stack_allow_cpu_torch"] is False
+
+
+def test_targets_gpu_env_and_pip_steps_are_the_roles_for_the_hosts_torch_build() -> None:
+    build = torch_build(SETTINGS.get, ROCM_DEFAULTS, STACK_DEFAULTS)
+    targets = FILTERS["radeonlab_training_targets"](GPU_FACT, SETTINGS)
+    assert targets == training_targets(CARDS, build, MIN_VRAM, MIN_UNIFIED) == ["gfx1031", "gfx1100"]
+    env = gpu_env(CARDS, build, MIN_VRAM, MIN_UNIFIED, True)
+    got = FILTERS["radeonlab_gpu_env"](GPU_FACT, SETTINGS)
+    assert (got["notes"], got["comments"], got["exports"]) == (env.notes, env.comments, env.exports)
+    assert got["training"] == 2 and "TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL" in got["exports"]
+    off = FILTERS["radeonlab_gpu_env"](GPU_FACT, {**SETTINGS, "gpu_env_aotriton_experimental": False})
+    assert "TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL" not in off["exports"]
+    steps = FILTERS["radeonlab_pip_steps"](SETTINGS, targets)
+    want = stack_plan.pip_steps(SETTINGS, str(SETTINGS["rocm_version"]), {}, targets)
     assert steps == [{"packages": s.packages, "pip_args": s.pip_args} for s in want]
-    assert steps[0]["pip_args"] == ["--index-url", SANDBOX_DATA["pytorch_index_url"]]
+    assert any("gfx1031" in p for p in steps[0]["packages"]), steps[0]  # AMD's device extra per target
     assert steps[-1]["packages"] == ["llamafactory==0.9.5"] and "--no-deps" in steps[-1]["pip_args"]
+
+
+CPU_REPORT = {"torch": "2.13.0+cpu", "cpu_build": True, "cuda_available": False, "devices": []}
+
+
+def _context(settings: dict[str, Any], old_record: str = "") -> dict[str, Any]:
+    return {
+        "settings": settings,
+        "host": "ws1",
+        "user": "lab",
+        "home": "/home/lab",
+        "venv": "/home/lab/radeonlab/venv",
+        "jobs_dir": "/home/lab/radeonlab/jobs",
+        "model_cache": "/home/lab/radeonlab/models",
+        "rocm_installed": "",
+        "systemd": False,
+        "gpus": GPU_FACT,
+        "old_record": old_record,
+    }
+
+
+def test_the_host_record_is_the_verify_roles_schema_and_no_op_logic() -> None:
+    state = ["fingerprint line", "saved="]
+    plan = FILTERS["radeonlab_verify_plan"](state, _context(SETTINGS))
+    assert plan["needs_check"] is True
+    written = FILTERS["radeonlab_host_record"]([json.dumps(CPU_REPORT)], _context(SETTINGS), plan["inputs"])
+    record = json.loads(written["text"])
+    assert set(record) == {f.name for f in dataclasses.fields(HostRecord)}
+    assert record["model_cache"] == "/home/lab/radeonlab/models" and record["problem"] is None
+    assert record["torch"]["source"] == "amd" and record["torch"]["cpu_allowed"] is True
+    assert record["rocm"]["installed"] is None and written["problem"] is None
+    # Saved check with the same inputs and the record already on the host: the check is not run again.
+    saved = "saved=" + written["check_state"].strip()
+    again = FILTERS["radeonlab_verify_plan"](["fingerprint line", saved], _context(SETTINGS, written["text"]))
+    assert again == {"inputs": plan["inputs"], "needs_check": False}
+    recheck = {**SETTINGS, "verify_recheck": True}
+    assert FILTERS["radeonlab_verify_plan"](["fingerprint line", saved], _context(recheck, written["text"]))[
+        "needs_check"
+    ]
+    # Without python_stack_allow_cpu_torch a CPU torch is a problem, and the playbook fails the host on it.
+    strict = ai.settings(SANDBOX_DATA)
+    failed = FILTERS["radeonlab_host_record"]([json.dumps(CPU_REPORT)], _context(strict), plan["inputs"])
+    assert "CPU build" in failed["problem"] and json.loads(failed["text"])["problem"] == failed["problem"]
 
 
 def test_the_inventory_connects_as_pyinfra_does(tmp_path: Path) -> None:

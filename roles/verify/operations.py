@@ -63,37 +63,31 @@ def host_record(
     }
     systemd = bool(host.get_fact(Directory, path="/run/systemd/system"))  # systemd is the running init
 
-    def build(report: dict[str, Any] | None, now: str) -> dict[str, Any]:
-        problem = rec.stack_problem(report, gpus, cpu_only, allow_cpu_torch)
-        return rec.build_record(
-            host=host.name,
-            user=user,
-            home=home,
-            venv=venv,
-            jobs_dir=jobs_dir,
-            model_cache=model_cache,
-            cpu_only=cpu_only,
-            rocm=rocm,
-            report=report,
-            llamafactory_version=llamafactory_version,
-            gpus=gpus,
-            written_at=now,
-            allow_cpu=allow_cpu_torch,
-            problem=problem,
-            systemd=systemd,
-            torch_source=torch_source,
-        )
-
+    ctx = rec.RecordContext(
+        host=host.name,
+        user=user,
+        home=home,
+        venv=venv,
+        jobs_dir=jobs_dir,
+        model_cache=model_cache,
+        cpu_only=cpu_only,
+        rocm=rocm,
+        llamafactory_version=llamafactory_version,
+        gpus=gpus,
+        allow_cpu=allow_cpu_torch,
+        systemd=systemd,
+        torch_source=torch_source,
+    )
     saved = None if recheck else rec.reusable_report(check_state["saved"], inputs)
-    if saved is not None and rec.is_current(old, build(saved, "")) and not (old or {}).get("problem"):
-        assert old is not None
+    if rec.saved_check_will_do(ctx, old, saved):
+        assert old is not None and saved is not None
         RESULTS[host.name] = (old, saved, check_state["saved"]["checked_at"])
         host.noop(f"host record {path} is current; stack check inputs unchanged, not re-run")
         return
 
     now = datetime.now(UTC).isoformat(timespec="seconds")
     report = host.get_fact(StackReport, python=f"{venv}/bin/python", matmul_size=matmul_size, _sudo_user=user)
-    new = build(report, now)
+    new = rec.record_for(ctx, report, now)
     current = rec.is_current(old, new)
     RESULTS[host.name] = (old if current and old else new, report, None)
     if not current:

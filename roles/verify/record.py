@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from radeonlab.roles.gpu.cards import Gpu
@@ -120,6 +120,59 @@ def build_record(
         problem=problem,
     )
     return record.to_dict()
+
+
+@dataclass(frozen=True)
+class RecordContext:
+    """What the host record says besides the stack check's report: the verify operation's inputs. One
+    record_for() turns it and a report into the record, for the role and for the bench's Ansible anchor
+    (tests/bench/ansible), so the two cannot drift apart."""
+
+    host: str
+    user: str
+    home: str
+    venv: str
+    jobs_dir: str
+    model_cache: str
+    cpu_only: bool
+    rocm: Mapping[str, Any]  # stream, version, installed
+    llamafactory_version: str
+    gpus: Sequence[Gpu]  # judged for the torch build (gpu_env.plan.for_torch)
+    allow_cpu: bool = False
+    systemd: bool = False
+    torch_source: str = ""
+
+
+def record_for(ctx: RecordContext, report: Mapping[str, Any] | None, written_at: str) -> dict[str, Any]:
+    """The host record for this context and stack check report, with `problem` when the host is unusable."""
+    return build_record(
+        host=ctx.host,
+        user=ctx.user,
+        home=ctx.home,
+        venv=ctx.venv,
+        jobs_dir=ctx.jobs_dir,
+        model_cache=ctx.model_cache,
+        cpu_only=ctx.cpu_only,
+        rocm=ctx.rocm,
+        report=report,
+        llamafactory_version=ctx.llamafactory_version,
+        gpus=ctx.gpus,
+        written_at=written_at,
+        allow_cpu=ctx.allow_cpu,
+        problem=stack_problem(report, ctx.gpus, ctx.cpu_only, ctx.allow_cpu),
+        systemd=ctx.systemd,
+        torch_source=ctx.torch_source,
+    )
+
+
+def saved_check_will_do(
+    ctx: RecordContext, old: Mapping[str, Any] | None, saved: Mapping[str, Any] | None
+) -> bool:
+    """Can the run skip the stack check? Yes when a saved report with unchanged inputs exists and the record
+    on the host already says what it would say, without a problem (a problem is always re-checked)."""
+    if saved is None or (old or {}).get("problem"):
+        return False
+    return is_current(old, record_for(ctx, saved, ""))
 
 
 def _stable(record: Mapping[str, Any]) -> dict[str, Any]:

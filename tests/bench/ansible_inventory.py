@@ -2,9 +2,11 @@
 
 The playbook (tests/bench/ansible/site.yml) gets every setting from here: the roles' DEFAULTS overlaid with
 the sandbox inventory's host data (the precedence pyinfra applies: host data over deploy defaults), plus
-what the roles compute from them with their own pure functions (apt sources per codename, the pin, the pip
-steps of a fresh venv, the sysfs dump command). Change a default, the sandbox data or a role's rule and the
-playbook follows; what it cannot follow, tests/test_ansible_anchor.py finds by comparing the hosts.
+what the roles compute from them with their own pure functions (apt sources per codename, the pin, the sysfs
+dump command). What depends on the host's GPUs (training targets, pip steps, the GPU environment, the host
+record) the playbook's filters compute on the controller (ansible/filter_plugins/radeonlab.py). Change a
+default, the sandbox data or a role's rule and the playbook follows; what it cannot follow,
+tests/test_ansible_anchor.py finds by comparing the hosts.
 
     inventory = write_inventory(sandbox_state_dir, work_dir, names=["ws4", "ws5"])
     run = run_playbook(inventory, work_dir)          # ansible-playbook, timed, PLAY RECAP parsed
@@ -27,7 +29,6 @@ from radeonlab.roles.access.defaults import DEFAULTS as ACCESS_DEFAULTS
 from radeonlab.roles.gpu import sysfs
 from radeonlab.roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
 from radeonlab.roles.gpu_env.defaults import DEFAULTS as GPU_ENV_DEFAULTS
-from radeonlab.roles.python_stack import plan as stack_plan
 from radeonlab.roles.python_stack.defaults import DEFAULTS as PYTHON_STACK_DEFAULTS
 from radeonlab.roles.rocm import repos
 from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
@@ -87,13 +88,6 @@ def rocm_sources(data: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def pip_steps(data: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The python_stack role's pip installs for an empty venv (packages, pip arguments); the Ansible pip
-    module itself skips a step whose packages are already installed."""
-    steps = stack_plan.pip_steps(data, str(data["rocm_version"]), {})
-    return [{"packages": s.packages, "pip_args": s.pip_args} for s in steps]
-
-
 def ssh_args(entry: Mapping[str, Any]) -> str:
     """The sandbox's key and known_hosts, strict host-key checking: as pyinfra connects."""
     return (
@@ -113,7 +107,6 @@ def host_vars(entry: Mapping[str, Any]) -> dict[str, Any]:
         "ansible_ssh_common_args": ssh_args(entry),
         "radeonlab": data,
         "radeonlab_rocm": rocm_sources(data),
-        "radeonlab_pip_steps": pip_steps(data),
         "radeonlab_gpu_dump_command": sysfs.dump_command(str(data["gpu_sysfs_root"])),
     }
 
