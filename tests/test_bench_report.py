@@ -179,8 +179,7 @@ def test_the_reduced_bench_runs_end_to_end(tmp_path: Path) -> None:
     )
     result = json.loads(out.read_text())
     errors = result.get("errors", {})
-    assert done.returncode == (1 if errors else 0), done.stdout[-3000:] + done.stderr[-3000:]
-    assert not set(errors) - {"provisioning"}, errors
+    assert done.returncode == 0 and not errors, (errors, done.stdout[-3000:] + done.stderr[-3000:])
     data = result["data"]["sizes"]["8"]
     assert data["reupload_bytes_sent"] == 0
     assert set(data["mb_per_s"]) == {"scp_up", "upload_blobs", "raw_up", "scp_down", "fetch", "raw_down"}
@@ -188,9 +187,4 @@ def test_the_reduced_bench_runs_end_to_end(tmp_path: Path) -> None:
         result["submit"]["phases_s"]
     )
     assert result["hub"]["hub_bytes_first"] > 0 and result["hub"]["hub_bytes_second"] == 0
-    if errors:  # said, not hidden: the other sections above must still pass
-        pytest.xfail(
-            "the Ansible anchor's filter plugin does not follow issue 12's gpu_env/verify API yet: "
-            + errors["provisioning"][:300]
-        )
     assert len(rows(result)) == 2 + 3 + 2 + 1 + 1
