@@ -56,6 +56,9 @@ def provision_hosts(
     index = wheels.build_wheel_index(sandbox.state_dir)
     with web.spawn(sandbox.www_dir) as server:
         sandbox.set_common_data(**repo.settings(server.url), **index.settings(server.url))
+        for name in cards:  # a host left stopped by an earlier run (machine restart): made again, not reused
+            if name in sandbox.hosts and not sandbox.hosts[name].is_running():
+                sandbox.destroy_host(name)
         hosts = {n: sandbox.hosts.get(n) or sandbox.create_host(n, card=c) for n, c in cards.items()}
         pyinfra = str(Path(sys.executable).with_name("pyinfra"))
         start = time.monotonic()
