@@ -18,12 +18,22 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from radeonlab.sandbox import config, simcards
 
-if TYPE_CHECKING:
-    from radeonlab.sandbox.hosts import Sandbox
+
+class Sandbox(Protocol):
+    """What a host needs of its sandbox (radeonlab/sandbox/hosts.py Sandbox), named here so that this module
+    does not import the one that imports it."""
+
+    hosts_dir: Path
+    key: Path
+    known_hosts: Path
+    common_data: dict[str, Any]
+
+    def write_inventory(self) -> Path: ...
+
 
 INIT_SOURCE = Path(__file__).with_name("host_init.py")
 

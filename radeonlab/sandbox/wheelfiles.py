@@ -7,6 +7,7 @@ import base64
 import hashlib
 from pathlib import Path
 
+from radeonlab.jobs.host.receive import sha256_of
 from radeonlab.sandbox import config
 
 
@@ -16,11 +17,8 @@ def cache_dir() -> Path:
 
 
 def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    """sha256 of a file, streamed (the content store's own function, jobs/host/receive.py)."""
+    return sha256_of(str(path))
 
 
 def record_hash(data: bytes) -> str:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import hashlib
 import os
 import re
 import subprocess
@@ -35,6 +34,7 @@ from typing import Any
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.version import Version
+from radeonlab.jobs.host.receive import sha256_of
 from radeonlab.roles.python_stack import lock as stack_lock
 from radeonlab.roles.python_stack import plan
 from radeonlab.roles.python_stack.defaults import AMD_DEVICE_TARGETS, DEFAULTS
@@ -46,11 +46,8 @@ PIP_ENV_KEEP = ("PIP_CERT", "PIP_DEFAULT_TIMEOUT")
 
 
 def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    """sha256 of a file, streamed (the content store's own function, jobs/host/receive.py)."""
+    return sha256_of(str(path))
 
 
 def wheel_requires(path: Path) -> list[str]:
