@@ -211,7 +211,8 @@ def test_swapping_a_card_changes_only_what_the_card_decides(
             "Refresh apt package lists",  # a package is to be installed: the lists are refreshed first
             "Install ROCm 10.0 packages",
             "Rebuild the dynamic linker cache",  # ldconfig runs after ROCm packages changed
-            "torch[",
+            "Install the hash-locked stack",  # the card's device package (rocm-sdk-device-gfx1201) is in it
+            "this host's lines of the hash lock",  # the lock file holds only this card's device line
         )
         assert all(any(d in op for d in decided) for op in changed), changed
         assert any("amdrocm10.0-gfx1201" in op for op in changed), changed
