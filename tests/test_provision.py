@@ -220,9 +220,9 @@ def test_swapping_a_card_changes_only_what_the_card_decides(
         assert {p: (h.root / p).read_text() for p in before} == before
         # Swapped back without re-provisioning: the fleet (and so placement) sees the record is stale.
         h.set_card("rx6700xt")
-        status = fleet.probe_host(inventory_target(provisioned.sandbox, h, monkeypatch), timeout=10)
+        status = fleet.probe_hosts([inventory_target(provisioned.sandbox, h, monkeypatch)], timeout=10)[0]
         assert status.reachable and not status.provisioned, status
-        assert status.provisioned_note.startswith(
+        assert status.note.startswith(
             "card changed since provisioning: GPU 0 was AMD Radeon RX 9070 XT, is now AMD Radeon RX 6700 XT"
         ), status
     finally:
