@@ -188,3 +188,53 @@ def test_ranks_are_staged_like_one_host_and_a_busy_gpu_cancels_every_node(
 )  # fmt: skip
 def test_ranks_resume_from_the_newest_complete_checkpoint_all_hold(listings: list, step: int) -> None:
     assert common_checkpoint_step(listings) == step
+
+
+class _PeersAnswer:
+    """A handle whose rank 0 has succeeded; each call of peer_states returns the next answer."""
+
+    def __init__(self, *answers: list) -> None:
+        from radeonlab.contract.records import StateRecord
+        from radeonlab.contract.state import JobState
+
+        self.answers = list(answers)
+        self.asked = 0
+        self.state = StateRecord(JobState.SUCCEEDED)
+
+    def peer_states(self) -> list:
+        self.asked += 1
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+
+def _rank(state: str | None, error: str | None = None):
+    from radeonlab.jobs.track.handle import RankResult
+
+    from radeonlab.contract.records import StateRecord
+    from radeonlab.contract.state import JobState
+
+    return RankResult(1, "ws2", StateRecord(JobState(state)) if state else None, error)
+
+
+def test_watch_returns_when_every_rank_has_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rank 0 ends first; torchrun's agent on the other node records its end seconds later: watch waits for
+    it (the multi-node e2e test read `running` on rank 1 just after watch returned)."""
+    from radeonlab.jobs.track import watch
+
+    said: list[str] = []
+    handle = _PeersAnswer([_rank("running")], [_rank("running")], [_rank("succeeded")])
+    ranks = watch.wait_for_peers(handle, said.append, poll_s=0)  # type: ignore[arg-type]
+    assert handle.asked == 3 and ranks[0].state.state.value == "succeeded" and said == []
+
+    failed = _PeersAnswer([_rank("failed")])
+    watch.wait_for_peers(failed, said.append, poll_s=0)  # type: ignore[arg-type]
+    assert said == ["rank 1 on ws2: failed"]
+
+    said.clear()
+    monkeypatch.setitem(watch.FOLLOW, "peers_end_s", 0.0)
+    stuck = _PeersAnswer([_rank("running")])
+    watch.wait_for_peers(stuck, said.append, poll_s=0)  # type: ignore[arg-type]
+    assert said == ["rank 1 on ws2 is still running 0s after rank 0 ended"]
+
+    said.clear()
+    watch.wait_for_peers(_PeersAnswer([_rank(None, "cannot reach ws2")]), said.append, poll_s=0)  # type: ignore[arg-type]
+    assert said == ["rank 1 on ws2: cannot reach ws2"]

@@ -26,6 +26,7 @@ FOLLOW: dict[str, float] = {
     "gpus_every_s": 5.0,  # GPU readings while watching
     "reconnect_every_s": 2.0,  # between reconnect attempts
     "reconnect_timeout_s": 900.0,  # give up after this long without a connection
+    "peers_end_s": 60.0,  # a multi-node job: how long watch waits for the other ranks after rank 0 ended
 }
 TRAINER_LOG = "output/trainer_log.jsonl"
 TRAIN_LOG = "train.log"

@@ -223,6 +223,17 @@ class JobHandle:
         with ThreadPoolExecutor(max_workers=len(peers)) as pool:
             return list(pool.map(lambda p: one(*p), peers))
 
+    def peer_states(self) -> list[RankResult]:
+        """Each other rank's state as its host reads it now (a rank whose process is gone reads as ended)."""
+
+        def state_on(remote: Remote, _record: HostRecord) -> StateRecord:
+            found = [j for j in read_host(remote, jobs="full", ids=[self.id]).jobs if j["id"] == self.id]
+            if not found:
+                raise JobNotFoundError(f"{remote.target.name} has no job {self.id} any more")
+            return _parse(found[0])[1]
+
+        return self.on_peers(state_on)
+
     def cancel(self) -> tuple[StateRecord, list[RankResult]]:
         """Cancel every rank at once (each rank's launcher records the cancel before it signals); a Slurm
         job on every node it was staged on, then in Slurm (jobs/track/slurm.py)."""

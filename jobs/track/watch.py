@@ -8,6 +8,7 @@ otherwise), the dashboard serves it.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -15,7 +16,7 @@ from datetime import UTC, datetime
 from radeonlab.jobs.host import metrics
 from radeonlab.jobs.host.readings import GpuReading
 from radeonlab.jobs.track.follow import FOLLOW, TRAINER_LOG
-from radeonlab.jobs.track.handle import JobHandle
+from radeonlab.jobs.track.handle import JobHandle, RankResult
 
 from radeonlab.contract.records import Attempt, StateRecord
 
@@ -101,5 +102,29 @@ def watch(
                 effective_tokens_per_s=_effective_tps(results),
             )
         )
+    if handle.job.peers() and handle.state.state.is_finished():
+        wait_for_peers(handle, say)
     handle.cache()
     return handle.state
+
+
+def wait_for_peers(handle: JobHandle, say: Callable[[str], None], poll_s: float = 1.0) -> list[RankResult]:
+    """Rank 0 has ended; torchrun's agents on the other nodes stop seconds later. Wait (up to
+    `peers_end_s`) until each has recorded its end, so `watch` returns when the whole job is over; say which
+    rank ended otherwise than rank 0, or not at all."""
+    deadline = time.monotonic() + FOLLOW["peers_end_s"]
+    while True:
+        ranks = handle.peer_states()
+        waiting = [r for r in ranks if r.state is not None and not r.state.state.is_finished()]
+        if not waiting or time.monotonic() > deadline:
+            break
+        time.sleep(poll_s)
+    for rank in ranks:
+        where = f"rank {rank.rank} on {rank.host}"
+        if rank.error or rank.state is None:
+            say(f"{where}: {rank.error or 'no state'}")
+        elif not rank.state.state.is_finished():
+            say(f"{where} is still {rank.state.state.value} {FOLLOW['peers_end_s']:.0f}s after rank 0 ended")
+        elif rank.state.state is not handle.state.state:
+            say(f"{where}: {rank.state.summary()}")
+    return ranks
