@@ -3,8 +3,9 @@
 The hosts are sandbox hosts (radeonlab/sandbox: real Debian 12 hosts on loopback with recorded Radeon cards'
 sysfs), the ROCm packages come from the sandbox's SIMULATED AMD-shaped apt repository and the Python stack
 from its local wheel index (CPU torch standing in for the ROCm build), all pointed at through the product's
-own settings. The expensive provisioning runs once per test session (the `provisioned` fixture); the tests
-read what it left behind.
+own settings. The expensive provisioning runs once per test session (the `provisioned` fixture of
+tests/provisioned.py, with tests/test_provision_coresdk.py's hosts in the same runs); the tests read what it
+left behind.
 """
 
 from __future__ import annotations
@@ -14,23 +15,20 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from radeonlab.jobs.fleet import probe as fleet
 
 from radeonlab.contract.records import HOST_RECORD_SCHEMA
-from radeonlab.sandbox import aptrepo, demo, web, wheels
+from radeonlab.sandbox import demo
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost
 from radeonlab.sandbox.provision import sandbox_env
 from tests.conftest import inventory_target
+from tests.provisioned import REPO, Provisioned, exports, run_deploy
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parent.parent
-CARDS = ("rx7900xtx", "rx6700xt", "rx9070xt")
 # What /etc/profile.d/radeonlab-gpu.sh must export per card with the default (ROCm Core SDK 10.0, AMD's
 # multi-arch wheels): AMD's wheels carry gfx1031 code, so the RX 6700 XT needs no override there (the
 # download.pytorch.org case, 10.3.0, is in tests/test_provision_coresdk.py); RDNA3/4 get AOTriton's switch.
@@ -42,70 +40,6 @@ EXPECTED_ENV = {
 }
 PROFILE = "etc/profile.d/radeonlab-gpu.sh"
 VENV = "/home/lab/radeonlab/venv"
-
-
-@dataclass
-class Run:
-    returncode: int
-    seconds: float
-    stdout: str
-    stderr: str
-    results: dict = field(default_factory=dict)
-
-    def changed_ops(self, host: str) -> list[str]:
-        return [op["name"] for op in self.results.get("operations", []) if host in op["success"]]
-
-
-def run_deploy(sandbox: Sandbox, hosts: list[SandboxHost], deploy: str = "deploy/setup.py") -> Run:
-    """`pyinfra -y --json inventories/sandbox.py <deploy>` limited to these hosts (subprocess, real SSH)."""
-    limit = [arg for h in hosts for arg in ("--limit", h.name)]
-    start = time.monotonic()
-    done = subprocess.run(
-        [str(Path(sys.executable).with_name("pyinfra")), "-y", "--json", *limit,
-         "inventories/sandbox.py", deploy],
-        cwd=REPO, capture_output=True, text=True, timeout=3600,
-        env={**os.environ, "RADEONLAB_SANDBOX_DIR": str(sandbox.state_dir)},
-    )  # fmt: skip
-    run = Run(done.returncode, time.monotonic() - start, done.stdout, done.stderr)
-    if done.returncode == 0:
-        run.results = json.loads(done.stdout)["results"]
-    return run
-
-
-@dataclass
-class Provisioned:
-    sandbox: Sandbox
-    hosts: dict[str, SandboxHost]  # card -> host
-    first: Run
-    second: Run
-
-
-@pytest.fixture(scope="session")
-def provisioned(sandbox: Sandbox) -> Iterator[Provisioned]:
-    repo = aptrepo.build_repo(sandbox.state_dir)
-    index = wheels.build_wheel_index(sandbox.state_dir)
-    with web.spawn(sandbox.www_dir) as server:
-        sandbox.set_common_data(**repo.settings(server.url), **index.settings(server.url))
-        hosts = {card: sandbox.create_host(f"prov-{card}", card=card) for card in CARDS}
-        try:
-            first = run_deploy(sandbox, list(hosts.values()))
-            assert first.returncode == 0, first.stderr[-5000:]
-            second = run_deploy(sandbox, list(hosts.values()))
-            print(f"\nprovisioning 3 hosts: first {first.seconds:.1f}s, no-op {second.seconds:.1f}s, "
-                  f"ratio {second.seconds / first.seconds:.3f}")  # fmt: skip
-            yield Provisioned(sandbox, hosts, first, second)
-        finally:
-            for h in hosts.values():
-                sandbox.destroy_host(h.name)
-
-
-def exports(text: str) -> dict[str, str]:
-    out = {}
-    for line in text.splitlines():
-        if line.startswith("export "):
-            key, value = line.removeprefix("export ").split("=", 1)
-            out[key] = value.strip('"')
-    return out
 
 
 def test_first_run_installs_everything(provisioned: Provisioned) -> None:
@@ -120,7 +54,8 @@ def test_first_run_installs_everything(provisioned: Provisioned) -> None:
         assert torch["cpu_build"] is True and torch["cpu_allowed"] is True and torch["hip"] is None, torch
         assert record["problem"] is None, record["problem"]
     allowed = "CPU torch allowed by python_stack_allow_cpu_torch; CPU build of torch: no GPU check possible"
-    assert provisioned.first.stderr.count(allowed) == len(provisioned.hosts), provisioned.first.stderr[-3000:]
+    every = len(provisioned.every_host)
+    assert provisioned.first.stderr.count(allowed) == every, provisioned.first.stderr[-3000:]
 
 
 def test_second_run_changes_nothing(provisioned: Provisioned) -> None:
@@ -128,7 +63,7 @@ def test_second_run_changes_nothing(provisioned: Provisioned) -> None:
     measured as ratios in tests/bench/provisioning.py, not asserted here (wall clock on 2 busy cores)."""
     second = provisioned.second
     assert second.returncode == 0, second.stderr[-5000:]
-    for h in provisioned.hosts.values():
+    for h in provisioned.every_host:
         assert second.changed_ops(h.name) == [], (h.name, second.changed_ops(h.name))
     assert second.results["totals"]["error"] == 0
 
@@ -136,7 +71,7 @@ def test_second_run_changes_nothing(provisioned: Provisioned) -> None:
 def test_the_stack_check_runs_again_only_when_what_it_depends_on_changed(provisioned: Provisioned) -> None:
     """The no-op run reused the first run's check (a torch import per host) and says so; a pip change in
     the venv (a rewritten dist-info RECORD) makes setup run it again; deploy/verify.py always runs it."""
-    assert provisioned.second.stderr.count("not re-run, inputs unchanged") == len(provisioned.hosts)
+    assert provisioned.second.stderr.count("not re-run, inputs unchanged") == len(provisioned.every_host)
     h = provisioned.hosts["rx7900xtx"]
     check = h.root / "etc/radeonlab/stack-check.json"
     first_check = json.loads(check.read_text())["checked_at"]
@@ -227,6 +162,8 @@ def test_swapping_a_card_changes_only_what_the_card_decides(
         ), status
     finally:
         h.set_card("rx6700xt")
+        back = run_deploy(provisioned.sandbox, [h])  # the shared host as it was (the Core SDK tests read it)
+    assert back.returncode == 0 and exports((h.root / PROFILE).read_text()) == EXPECTED_ENV["rx6700xt"]
 
 
 def test_host_without_gpu_fails_with_one_line_naming_it(provisioned: Provisioned) -> None:

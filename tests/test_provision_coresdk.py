@@ -2,7 +2,8 @@
 on SIMULATED workstations, the download.pytorch.org source one setting away, a Strix Halo APU, and a switch
 between streams on a provisioned host.
 
-Sandbox hosts as in tests/test_provision.py; the AMD repository and wheel index are the sandbox's SIMULATED
+The hosts are the session's provisioned ones (tests/provisioned.py: provisioned once, with
+tests/test_provision.py's, in the same runs); the AMD repository and wheel index are the sandbox's SIMULATED
 ones (radeonlab/sandbox/aptrepo.py, wheels.py), reached only through the product's settings.
 """
 
@@ -10,32 +11,26 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
 
-from radeonlab.sandbox import aptrepo, web, wheels
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost
-from tests.test_provision import Run, exports, run_deploy
+from tests.provisioned import Provisioned, Run, exports, run_deploy
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 
 PROFILE = "etc/profile.d/radeonlab-gpu.sh"
 VENV = "/home/lab/radeonlab/venv"
 AOTRITON = {"TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL": "1"}
-# name -> (simulated card, host data, exports expected in /etc/profile.d/radeonlab-gpu.sh)
-HOSTS: dict[str, tuple[str, dict, dict[str, str]]] = {
-    "cs-7900xtx": ("rx7900xtx", {}, {"PYTORCH_ROCM_ARCH": "gfx1100", **AOTRITON}),
+# host (tests/provisioned.py: card and data) -> exports expected in /etc/profile.d/radeonlab-gpu.sh
+EXPECTED: dict[str, dict[str, str]] = {
+    "prov-rx7900xtx": {"PYTORCH_ROCM_ARCH": "gfx1100", **AOTRITON},
     # AMD's wheels carry gfx1031 code: no override
-    "cs-6700xt-amd": ("rx6700xt", {}, {"PYTORCH_ROCM_ARCH": "gfx1031"}),
+    "prov-rx6700xt": {"PYTORCH_ROCM_ARCH": "gfx1031"},
     # download.pytorch.org's rocm7.2 wheels do not: 10.3.0, and the card runs as gfx1030
-    "cs-6700xt-pt": (
-        "rx6700xt",
-        {"pytorch_source": "pytorch"},
-        {"PYTORCH_ROCM_ARCH": "gfx1030", "HSA_OVERRIDE_GFX_VERSION": "10.3.0"},
-    ),
-    "cs-strixhalo": ("strixhalo", {}, {"PYTORCH_ROCM_ARCH": "gfx1151", **AOTRITON}),
+    "prov-6700xt-pt": {"PYTORCH_ROCM_ARCH": "gfx1030", "HSA_OVERRIDE_GFX_VERSION": "10.3.0"},
+    "prov-strixhalo": {"PYTORCH_ROCM_ARCH": "gfx1151", **AOTRITON},
 }
 LEGACY = {"rocm_stream": "legacy", "rocm_version": "7.2.4", "pytorch_source": "pytorch"}
 
@@ -49,20 +44,11 @@ class Lab:
 
 
 @pytest.fixture(scope="module")
-def lab(sandbox: Sandbox) -> Iterator[Lab]:
-    repo = aptrepo.build_repo(sandbox.state_dir)
-    index = wheels.build_wheel_index(sandbox.state_dir)
-    with web.spawn(sandbox.www_dir) as server:
-        sandbox.set_common_data(**repo.settings(server.url), **index.settings(server.url))
-        hosts = {n: sandbox.create_host(n, card=c, data=d) for n, (c, d, _) in HOSTS.items()}
-        try:
-            first = run_deploy(sandbox, list(hosts.values()))
-            assert first.returncode == 0, first.stderr[-6000:]
-            second = run_deploy(sandbox, list(hosts.values()))
-            yield Lab(sandbox, hosts, first, second)
-        finally:
-            for h in hosts.values():
-                sandbox.destroy_host(h.name)
+def lab(provisioned: Provisioned) -> Lab:
+    """The session's provisioned hosts (tests/provisioned.py: provisioned once for both modules)."""
+    hosts = {h.name: h for h in provisioned.every_host}
+    assert set(EXPECTED) <= set(hosts), sorted(hosts)
+    return Lab(provisioned.sandbox, hosts, provisioned.first, provisioned.second)
 
 
 def installed(h: SandboxHost) -> set[str]:
@@ -96,7 +82,7 @@ def rocm_sources(h: SandboxHost) -> list[str]:
 
 
 def test_7900xtx_gets_the_multi_arch_repo_its_target_package_and_torch_extra(lab: Lab) -> None:
-    h = lab.hosts["cs-7900xtx"]
+    h = lab.hosts["prov-rx7900xtx"]
     lines = (h.root / "etc/apt/sources.list.d/amdrocm.list").read_text()
     assert "/amd/rocm/packages-multi-arch/debian12 stable main" in lines, lines
     assert "signed-by=/etc/apt/keyrings/amdrocm.gpg" in lines
@@ -110,17 +96,17 @@ def test_7900xtx_gets_the_multi_arch_repo_its_target_package_and_torch_extra(lab
 
 
 def test_profile_per_host_and_torch_source(lab: Lab) -> None:
-    for name, (_, _, want) in HOSTS.items():
+    for name, want in EXPECTED.items():
         text = (lab.hosts[name].root / PROFILE).read_text()
         assert exports(text) == want, (name, text)
-    amd = (lab.hosts["cs-6700xt-amd"].root / PROFILE).read_text()
+    amd = (lab.hosts["prov-rx6700xt"].root / PROFILE).read_text()
     assert "AMD's multi-arch wheels carry gfx1031 code: no override" in amd, amd
-    pt = (lab.hosts["cs-6700xt-pt"].root / PROFILE).read_text()
+    pt = (lab.hosts["prov-6700xt-pt"].root / PROFILE).read_text()
     assert "download.pytorch.org's ROCm wheels carry no gfx1031 code" in pt, pt
 
 
 def test_pytorch_source_is_one_setting_away(lab: Lab) -> None:
-    h = lab.hosts["cs-6700xt-pt"]
+    h = lab.hosts["prov-6700xt-pt"]
     versions = pip_versions(h)
     assert not any(n.startswith("rocm-sdk-device-") for n in versions), versions  # no AMD extras
     # the stand-in index's torch is taken by `torch==2.13.0`: a ROCm build's local label matches the pin
@@ -130,7 +116,7 @@ def test_pytorch_source_is_one_setting_away(lab: Lab) -> None:
 
 
 def test_strix_halo_is_a_training_gpu_with_its_unified_memory(lab: Lab) -> None:
-    h = lab.hosts["cs-strixhalo"]
+    h = lab.hosts["prov-strixhalo"]
     record = json.loads((h.root / "etc/radeonlab/host.json").read_text())
     gpu = record["gpus"][0]
     assert gpu["gfx"] == "gfx1151" and gpu["igpu"] is True
@@ -139,14 +125,8 @@ def test_strix_halo_is_a_training_gpu_with_its_unified_memory(lab: Lab) -> None:
     assert "rocm-sdk-device-gfx1151" in pip_versions(h)
 
 
-def test_a_second_run_changes_nothing(lab: Lab) -> None:
-    assert lab.second.returncode == 0, lab.second.stderr[-5000:]
-    for h in lab.hosts.values():
-        assert lab.second.changed_ops(h.name) == [], (h.name, lab.second.changed_ops(h.name))
-
-
 def test_switching_streams_leaves_one_source_one_pin_one_rocm(lab: Lab) -> None:
-    h = lab.hosts["cs-7900xtx"]
+    h = lab.hosts["prov-rx7900xtx"]
     try:
         h.set_data(**LEGACY)
         run = run_deploy(lab.sandbox, [h])

@@ -25,7 +25,7 @@ from radeonlab.cli import main
 from radeonlab.sandbox import aptrepo, demodata, slurmlab, tinymodel, web, wheels
 from radeonlab.sandbox.demo import write_spec
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost
-from tests.test_provision import Run, run_deploy
+from tests.provisioned import Run, run_deploy
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 

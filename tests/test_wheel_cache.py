@@ -35,13 +35,14 @@ from radeonlab.cli import main
 from radeonlab.sandbox import aptrepo, web, wheels
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost
 from radeonlab.sandbox.simcards import CARDS as SIMCARDS
-from tests.test_provision import Run, run_deploy
+from tests.provisioned import Run, run_deploy
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parent.parent
 CARDS = {"wc-cache": "rx7900xtx", "wc-2": "rx6700xt", "wc-3": "rx9070xt"}
 CACHE_HOST = "wc-cache"
+GROUP = "wheelcache"  # the inventory group of this module's hosts
 EXTRAS_HOST = "wc-3"
 GPU_NAMES = {
     "rx7900xtx": "Radeon RX 7900 XTX",
@@ -75,6 +76,7 @@ def lab(sandbox: Sandbox) -> Iterator[Lab]:
     with web.serve(sandbox.www_dir) as server:  # in this process: its byte counts are readable here
         # Per-host data, not the sandbox's common data: other test modules' hosts must not use this cache.
         data = {**repo.settings(server.url), **index.settings(server.url), "wheel_cache_host": CACHE_HOST}
+        data["sandbox_groups"] = [GROUP]  # placement among these hosts only (the session has others)
         hosts = {name: sandbox.create_host(name, card=card, data=data) for name, card in CARDS.items()}
         # The cache server listens on the cache host's own loopback address (the sandbox's network rule).
         hosts[CACHE_HOST].set_data(wheel_cache_bind_address=hosts[CACHE_HOST].address)
@@ -334,8 +336,9 @@ PLACEMENT_DEADLINE_S = 600
 
 
 def test_jobs_without_a_host_go_where_they_fit_queue_and_all_finish(lab: Lab, tmp_path: Path) -> None:
-    """Four jobs that force bf16, submitted without --host by processes that then exit: placement never
-    picks the RX 6700 XT (no bf16), the hosts queue what they cannot run yet, and every job finishes."""
+    """Four jobs that force bf16, submitted without --host (the spec names this module's host group) by
+    processes that then exit: placement never picks the RX 6700 XT (no bf16), the hosts queue what they
+    cannot run yet, and every job finishes."""
     import re
     import subprocess
     import sys
@@ -344,15 +347,15 @@ def test_jobs_without_a_host_go_where_they_fit_queue_and_all_finish(lab: Lab, tm
     from radeonlab.sandbox.demo import write_spec
 
     spec = write_spec(tmp_path, {"max_steps": PLACED_STEPS, "save_steps": PLACED_STEPS})
-    spec.write_text(spec.read_text() + "bf16: true\n")
+    placement = f"radeonlab:\n  placement:\n    host_group: {GROUP}\n"
+    spec.write_text(spec.read_text() + "bf16: true\n" + placement)
     tinymodel.build_model(tmp_path / "tiny-llama", demodata.write_dataset(tmp_path / "data"))
     env = {**os.environ, "RADEONLAB_SANDBOX_DIR": str(lab.sandbox.state_dir), "RADEONLAB_HOME": str(tmp_path)}
     radeonlab = str(Path(sys.executable).with_name("radeonlab"))
     placed: dict[str, str] = {}
-    # Other modules' hosts may still be in the session's sandbox (and may hold other cards by now): one job
-    # more than there are hosts makes at least one host hold two, so one job must wait in its queue.
+    # Four jobs on the group's two bf16 hosts: at least one host holds two, so one job waits in its queue.
     outputs = []
-    for _ in range(max(PLACED_JOBS, len(lab.sandbox.hosts) + 1)):
+    for _ in range(PLACED_JOBS):
         done = subprocess.run(
             [radeonlab, "submit", str(spec), "-i", str(INVENTORY)], capture_output=True, text=True, env=env
         )

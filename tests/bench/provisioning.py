@@ -18,6 +18,7 @@ import importlib.metadata
 import statistics
 import sys
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -68,24 +69,50 @@ def ansible_core_version() -> str:
     return importlib.metadata.version("ansible-core")
 
 
-def bench_provisioning(sbx: Sandbox, n: int, rounds: int, env: dict[str, str], work: Path) -> dict[str, Any]:
+@dataclass
+class Provisioned:
+    """Both engines' runs on their own fresh hosts, one per card each (host names in card order)."""
+
+    ours: list[str]
+    theirs: list[str]
+    first: Timed
+    anchor_first: PlaybookRun
+    noops: list[Timed]
+    anchor_noops: list[PlaybookRun]
+    facts: list[float]
+
+    def summary(self) -> dict[str, Any]:
+        return summary(
+            len(self.ours), self.first, self.anchor_first, self.noops, self.anchor_noops, self.facts
+        )
+
+
+def provision_both(
+    sbx: Sandbox, cards: list[str], rounds: int, env: dict[str, str], work: Path
+) -> Provisioned:
+    """The first run and `rounds` no-op rounds of each engine (inside `served`). Shared by the bench and by
+    tests/test_ansible_anchor.py, which then compares the hosts the two engines made."""
     work.mkdir(parents=True, exist_ok=True)
+    ours = [sbx.create_host(f"rl{i + 1}-{card}", card=card).name for i, card in enumerate(cards)]
+    theirs = [sbx.create_host(f"an{i + 1}-{card}", card=card).name for i, card in enumerate(cards)]
+    first = run_pyinfra(ours, env)
+    anchor_first = run_anchor(sbx, theirs, work)
+    noops: list[Timed] = []
+    anchor_noops: list[PlaybookRun] = []
+    facts = []
+    for r in range(rounds):
+        if r % 2:
+            anchor_noops.append(run_anchor(sbx, theirs, work, noop=True))
+        noops.append(run_pyinfra(ours, env))
+        facts.append(run_pyinfra(ours, env, "--debug-facts").seconds)  # no -y: see tests/bench/run.py
+        if not r % 2:
+            anchor_noops.append(run_anchor(sbx, theirs, work, noop=True))
+    return Provisioned(ours, theirs, first, anchor_first, noops, anchor_noops, facts)
+
+
+def bench_provisioning(sbx: Sandbox, n: int, rounds: int, env: dict[str, str], work: Path) -> dict[str, Any]:
     with served(sbx):
-        ours = [h.name for h in sbx.create_hosts(n, [CARD] * n)]
-        theirs = [h.name for h in sbx.create_hosts(n, [CARD] * n)]
-        first = run_pyinfra(ours, env)
-        anchor_first = run_anchor(sbx, theirs, work)
-        noops: list[Timed] = []
-        anchor_noops: list[PlaybookRun] = []
-        facts = []
-        for r in range(rounds):
-            if r % 2:
-                anchor_noops.append(run_anchor(sbx, theirs, work, noop=True))
-            noops.append(run_pyinfra(ours, env))
-            facts.append(run_pyinfra(ours, env, "--debug-facts").seconds)  # no -y: see tests/bench/run.py
-            if not r % 2:
-                anchor_noops.append(run_anchor(sbx, theirs, work, noop=True))
-    return summary(n, first, anchor_first, noops, anchor_noops, facts)
+        return provision_both(sbx, [CARD] * n, rounds, env, work).summary()
 
 
 def summary(

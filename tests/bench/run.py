@@ -2,7 +2,7 @@
 
     .venv/bin/python -m tests.bench.run --out bench.json [--hosts 3] [--sizes-mb 100,1000] [--watch-s 30]
     .venv/bin/python -m tests.bench.run --markdown bench.json   # README's table from that JSON; runs nothing
-    .venv/bin/python -m tests.bench.run --out b.json --reduced  # CI: 1 host per engine, 1 round, 8 MB, 5 s
+    .venv/bin/python -m tests.bench.run --out b.json --reduced  # smoke: 1 host per engine, 1 round, 8 MB, 5 s
 
 On SIMULATED workstations (radeonlab/sandbox, a temporary state dir, destroyed at the end):
 1. provisioning (tests/bench/provisioning.py): the first `pyinfra -y inventories/sandbox.py deploy/setup.py`
