@@ -96,6 +96,7 @@ def provisioned(sandbox: Sandbox) -> Iterator[Provisioned]:
 
 
 def exports(text: str) -> dict[str, str]:
+    """The `export NAME="value"` lines of a profile.d file, as a dict."""
     out = {}
     for line in text.splitlines():
         if line.startswith("export "):

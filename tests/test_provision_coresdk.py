@@ -137,10 +137,7 @@ def test_switching_streams_leaves_one_source_one_pin_one_rocm(lab: Lab) -> None:
         assert not (h.root / "opt/rocm-7.2.4/core-10.0").exists()
         assert linker_rocm_paths(h) == ["/opt/rocm/lib", "/opt/rocm/lib64"]
     finally:
-        h.set_data(**{k: None for k in LEGACY})
-        h.data = {k: v for k, v in h.data.items() if v is not None}
-        h.save()
-        lab.sandbox.write_inventory()
+        h.drop_data(*LEGACY)
     back = run_deploy(lab.sandbox, [h])
     assert back.returncode == 0, back.stderr[-5000:]
     assert rocm_sources(h) == ["etc/apt/preferences.d/amdrocm-pin-600", "etc/apt/sources.list.d/amdrocm.list"]

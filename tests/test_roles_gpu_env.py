@@ -11,6 +11,8 @@ from radeonlab.roles.gpu import cards
 from radeonlab.roles.gpu_env import TEMPLATE
 from radeonlab.roles.gpu_env.plan import TorchBuild, as_gpus, gpu_env, training_targets
 
+from tests.provisioned import exports
+
 GIB = 1024**3
 MIN_VRAM = 6 * GIB
 MIN_UNIFIED = 24 * GIB
@@ -64,15 +66,6 @@ def render(gpus: list[cards.Gpu], build: TorchBuild = AMD, aotriton: bool = True
     return get_template(str(TEMPLATE), {"trim_blocks": True, "lstrip_blocks": True}).render(
         host_name="ws1", notes=env.notes, comments=env.comments, exports=env.exports
     )
-
-
-def exports(text: str) -> dict[str, str]:
-    out = {}
-    for line in text.splitlines():
-        if line.startswith("export "):
-            key, value = line.removeprefix("export ").split("=", 1)
-            out[key] = value.strip('"')
-    return out
 
 
 def test_7900xtx_no_override_and_aotriton_with_the_why() -> None:

@@ -348,6 +348,13 @@ class SandboxHost:
         self.save()
         self.sandbox.write_inventory()
 
+    def drop_data(self, *keys: str) -> None:
+        """Take keys out of the host's inventory data (as if never set: a later deploy sees the defaults)."""
+        for key in keys:
+            self.data.pop(key, None)
+        self.save()
+        self.sandbox.write_inventory()
+
     def inventory_entry(self) -> dict[str, Any]:
         return {
             "name": self.name,

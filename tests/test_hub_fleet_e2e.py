@@ -1,0 +1,124 @@
+"""Issue 11 on several hosts: `models pull` to three SIMULATED workstations, and a Hub id judged against a
+16 GB card and a 24 GB one, against the SIMULATED Hub (radeonlab/sandbox/hub.py, tests/hubkit.py's catalog).
+
+The hosts are the session's provisioned ones (tests/provisioned.py: an RX 7900 XTX of 24 GB, an RX 6700 XT
+of 12 GB, an RX 9070 XT of 16 GB), so this costs no provisioning of its own; their Hub setting is taken out
+again afterwards (the provisioning tests re-run the deploy on them). The single-host story (jobs sharing one
+download, gated models, offline, a resumed download) is tests/test_hub_e2e.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from radeonlab.cli import main
+from radeonlab.sandbox import demodata
+from radeonlab.sandbox.demo import write_spec
+from radeonlab.sandbox.hosts import SandboxHost
+from radeonlab.sandbox.hub import HubProcess, spawn
+from radeonlab.sandbox.hubcatalog import LLAMA3_8B, TINY_PUBLIC
+from tests.hubkit import catalog, tiny_assets
+from tests.provisioned import REPO, Provisioned
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
+
+INVENTORY = str(REPO / "inventories/sandbox.py")
+ENDPOINT = "radeonlab_hf_endpoint"
+
+
+@dataclass
+class Fleet:
+    hosts: dict[str, SandboxHost]  # card -> host
+    hub: HubProcess
+    work: Path
+    env: dict[str, str | None]
+
+    def cli(self, *args: str) -> Result:
+        return CliRunner().invoke(main, list(args), env=self.env, catch_exceptions=False)
+
+    def limit(self, *cards: str) -> str:
+        return ",".join(self.hosts[c].name for c in cards or self.hosts)
+
+
+@pytest.fixture(scope="module")
+def fleet(provisioned: Provisioned, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    work = tmp_path_factory.mktemp("hub-fleet")
+    demodata.write_dataset(work / "data")
+    tiny_assets()
+    hub = spawn(catalog())
+    env: dict[str, str | None] = {
+        "RADEONLAB_SANDBOX_DIR": str(provisioned.sandbox.state_dir),
+        "RADEONLAB_HOME": str(work / "laptop"),
+        "HF_TOKEN": None,  # no token of this machine, no other endpoint
+        "HF_TOKEN_PATH": str(work / "no-login-token"),
+        "HF_ENDPOINT": None,
+        "HF_HUB_OFFLINE": None,
+    }
+    for h in provisioned.hosts.values():
+        h.set_data(**{ENDPOINT: hub.url})  # as a user sets it in the inventory
+    try:
+        yield Fleet(dict(provisioned.hosts), hub, work, env)
+    finally:
+        for h in provisioned.hosts.values():
+            h.drop_data(ENDPOINT)
+            cache = json.loads(h.exec(["cat", "/etc/radeonlab/host.json"]).stdout)["model_cache"]
+            h.exec(f"rm -rf {cache}/models--radeonlab-sandbox--* {cache}/.locks", check=False)
+        hub.stop()
+
+
+def repo_files(hub: HubProcess, repo_id: str) -> dict[str, int]:
+    from huggingface_hub import HfApi
+
+    info = HfApi(endpoint=hub.url, token=False).model_info(repo_id, files_metadata=True)
+    return {s.rfilename: int(s.size or 0) for s in info.siblings or ()}
+
+
+def test_models_pull_to_three_hosts_fetches_each_file_once_per_host(fleet: Fleet) -> None:
+    files = repo_files(fleet.hub, TINY_PUBLIC)
+    mark = len(fleet.hub.transfers())
+    pulled = fleet.cli("models", "pull", TINY_PUBLIC, "-i", INVENTORY, "--limit", fleet.limit(), "--json")
+    assert pulled.exit_code == 0, pulled.output
+    rows = {r["host"]: r for r in json.loads(pulled.stdout)}
+    assert sorted(rows) == sorted(h.name for h in fleet.hosts.values()), rows
+    assert all(r["error"] is None and r["fetched"] == sum(files.values()) for r in rows.values()), rows
+    # The Hub's own counters: every file sent whole exactly once per host, nothing more (the hosts share the
+    # loopback address, so the Hub counts them together: three hosts, three whole copies).
+    sent = fleet.hub.transfers()[mark:]
+    for path, size in files.items():
+        of_file = [t for t in sent if t.repo_id == TINY_PUBLIC and t.path == path]
+        assert sum(1 for t in of_file if t.complete) == 3 and sum(t.sent for t in of_file) == 3 * size, path
+    again = fleet.cli("models", "pull", TINY_PUBLIC, "-i", INVENTORY, "--limit", fleet.limit(), "--json")
+    assert [r["fetched"] for r in json.loads(again.stdout)] == [0, 0, 0], again.output
+    listed = fleet.cli("models", "list", "-i", INVENTORY, "--limit", fleet.limit(), "--json")
+    assert listed.exit_code == 0, listed.output
+    sha = next(iter(rows.values()))["sha"]
+    for host in json.loads(listed.stdout):
+        revisions = {m["repo"]: m for m in host["models"]}[TINY_PUBLIC]["revisions"]
+        assert [(r["sha"], r["complete"]) for r in revisions] == [(sha, True)], (host["host"], revisions)
+        assert revisions[0]["size"] >= files["model.safetensors"], revisions
+
+
+def test_a_config_only_8b_is_refused_by_strict_on_the_16gb_card_and_accepted_on_the_24gb_one(
+    fleet: Fleet,
+) -> None:
+    """Llama-3-8B's real config.json (the config-only repo), bf16 LoRA at cutoff 1024, batch 1: the README
+    table's ~19.7 GiB. The RX 9070 XT's 16 GB cannot hold it: --strict refuses before anything is sent; the
+    RX 7900 XTX's 24 GB can (dry run)."""
+    values = {"model_name_or_path": LLAMA3_8B, "cutoff_len": 1024, "per_device_train_batch_size": 1}
+    spec = write_spec(fleet.work, values, name="llama8b.yaml")
+    spec.write_text(spec.read_text() + "bf16: true\n")
+    small, large = fleet.hosts["rx9070xt"], fleet.hosts["rx7900xtx"]
+    jobs = small.exec("ls -A /home/lab/radeonlab/jobs 2>/dev/null || true").stdout
+    refused = fleet.cli("submit", str(spec), "-i", INVENTORY, "--host", small.name, "--strict")
+    assert refused.exit_code == 1, refused.output
+    assert "does not fit" in refused.stderr and "~19.7 GiB" in refused.stderr, refused.stderr
+    assert "refused (--strict), nothing uploaded" in refused.stderr, refused.stderr
+    assert small.exec("ls -A /home/lab/radeonlab/jobs 2>/dev/null || true").stdout == jobs
+    fits = fleet.cli("submit", str(spec), "-i", INVENTORY, "--host", large.name, "--dry-run", "--strict")
+    assert fits.exit_code == 0 and "VRAM estimate: fits: ~19.7 GiB" in fits.stdout, fits.output
