@@ -4,8 +4,9 @@
 The hosts are the session's provisioned ones (tests/provisioned.py: an RX 7900 XTX of 24 GB, an RX 6700 XT
 of 12 GB, an RX 9070 XT of 16 GB), so this costs no provisioning of its own. The file's name puts it right
 after the provisioning tests, which make those hosts: asked for earlier, they would stand in the inventory
-while other modules place jobs on "any host that fits". Their Hub setting is taken out again afterwards. The single-host story (jobs sharing one
-download, gated models, offline, a resumed download) is tests/test_hub_e2e.py.
+while other modules place jobs on "any host that fits". Their Hub setting is taken out again afterwards.
+The single-host story (jobs sharing one download, gated models, offline, a resumed download) is
+tests/test_hub_e2e.py.
 """
 
 from __future__ import annotations

@@ -45,6 +45,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -229,18 +230,29 @@ class Sandbox:
             subprocess.run(["umount", str(host.root)], check=True)
         if left := mounts_under(host.dir):
             raise SandboxError(f"{host.name}: mounts remain under {host.dir}: {left}; not deleting it")
-        shutil.rmtree(host.dir, ignore_errors=True)
+        # rm, not shutil.rmtree: a provisioned host's disk holds ~40,000 files (the venv), which rm deletes
+        # about three times faster; --one-file-system: never follow into a mount (checked above, kept safe)
+        subprocess.run(["rm", "-rf", "--one-file-system", str(host.dir)], check=False)
         self._release(host)
         self.timings.setdefault("host_destroy", time.monotonic() - t0)
 
     def destroy_all(self) -> None:
         """Destroy every host, then check nothing is left under the state dir (raises if so)."""
-        errors = []
-        for name in list(self.hosts):
+        hosts = list(self.hosts.values())
+        self.hosts.clear()
+
+        def remove(host: SandboxHost) -> str | None:
             try:
-                self.destroy_host(name)
-            except Exception as exc:  # keep going: destroy the others, report all
-                errors.append(f"{name}: {exc}")
+                self._remove(host)
+            except Exception as exc:  # noqa: BLE001 - keep going: destroy the others, report all
+                return f"{host.name}: {exc}"
+            return None
+
+        # In parallel: each host's stop and delete is mostly waiting on the kernel and the disk.
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            errors = [e for e in pool.map(remove, hosts) if e]
+        self.write_known_hosts()
+        self.write_inventory()
         if left := self.leftovers():
             errors.append(f"left behind: {left}")
         if errors:
