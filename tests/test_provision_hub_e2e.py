@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from radeonlab.jobs.spec import hub as hub_resolver
 
 from radeonlab.cli import main
 from radeonlab.sandbox import demodata
@@ -62,9 +63,13 @@ def fleet(provisioned: Provisioned, tmp_path_factory: pytest.TempPathFactory) ->
         "HF_ENDPOINT": None,
         "HF_HUB_OFFLINE": None,
     }
-    for h in provisioned.hosts.values():
-        h.set_data(**{ENDPOINT: hub.url})  # as a user sets it in the inventory
     try:
+        for h in provisioned.hosts.values():
+            h.set_data(**{ENDPOINT: hub.url})  # as a user sets it in the inventory
+        # the laptop's config.json cache, filled once: then every file body the Hub sends goes to a host
+        laptop = {k: v for k, v in env.items() if v}
+        warm = hub_resolver.resolve_model(TINY_PUBLIC, endpoint=hub.url, environ=laptop)
+        assert warm.ok, warm.message
         yield Fleet(dict(provisioned.hosts), hub, work, env)
     finally:
         for h in provisioned.hosts.values():
