@@ -1,7 +1,8 @@
 """A Slurm job as the verbs see it: where Slurm runs it, its state while the hosts cannot say, its cancel.
 
 A job submitted through Slurm (jobs/apply/slurm.py) has a folder on every candidate node; the node Slurm
-gave it holds the truth once the launcher started (state.json, logs, checkpoints), as for any job. Before
+gave it (rank 0's, for a multi-node job) holds the truth once the launcher started (state.json, logs,
+checkpoints), as for any job. Before
 that, and for a job cancelled while pending, only Slurm knows: `squeue` (queued, running and, for MinJobAge
 seconds, ended jobs) and the controller's job completion log (every ended job). The batch job's name is
 radeonlab's job id, so a job is found by name as well as by the Slurm id its record keeps.
@@ -61,7 +62,9 @@ def overlay(state: StateRecord, found: slurm.SlurmJob | None) -> StateRecord:
 
 
 def ran_on(lab: SlurmLab, found: slurm.SlurmJob | None) -> str | None:
-    """The inventory host of the allocation's first node (None while pending)."""
+    """The inventory host of the allocation's first node (None while pending): the node of a one-node job,
+    rank 0 of a multi-node one (the batch script makes the first node rank 0; its folder holds the adapter,
+    and the other ranks' folders say rank > 0, so `list` and the job handle pass over them)."""
     return lab.host_of(found.nodes[0]) if found and found.nodes else None
 
 
