@@ -435,3 +435,51 @@ def test_two_nodes_are_planned_as_ranks_of_one_job_on_every_candidate(
     asked.clear()
     apply.plan_slurm_job("demo.yaml", "inv.py", lab, nodes=1, say=said.append)
     assert [(kw["host"], kw["nodes"]) for kw in asked] == [("ws1", 1), ("ws3", 1)]
+
+
+def test_cancel_marks_every_rank_then_scancels_then_stops_what_is_left(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The marker first (each supervisor Slurm stops records a cancel), then scancel (Slurm records CANCELLED,
+    not the launchers' exit as FAILED), then the launcher's cancel on every candidate."""
+    from radeonlab.jobs.track import slurm as track
+
+    calls: list[tuple[str, str]] = []
+
+    class Remote:
+        def __init__(self, target: object) -> None:
+            self.name = target.name  # type: ignore[attr-defined]
+
+        def __enter__(self) -> Remote:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def close(self) -> None:
+            pass
+
+        def run(self, argv: list[str], **_kw: object) -> SimpleNamespace:
+            calls.append((self.name, " ".join(argv)))
+            return SimpleNamespace(ok=True)
+
+        def tool(self, name: str, argv: list[str]) -> SimpleNamespace:
+            calls.append((self.name, " ".join([name, *argv])))
+            return SimpleNamespace(last_json=lambda: {"state": "cancelled"})
+
+    record = SimpleNamespace(job_dir=lambda job_id: SimpleNamespace(root=f"/jobs/{job_id}"))
+    monkeypatch.setattr(track, "connect", Remote)
+    monkeypatch.setattr(track, "read_host", lambda *_a, **_k: None)
+    monkeypatch.setattr(track, "require_record", lambda *_a: record)
+    targets = _targets(ctl=(("slurm_controller",), {}), ws1=((), {}), ws3=((), {}))
+    lab = track.SlurmLab(targets["ctl"], {})
+    word, done = track.cancel("j", {"candidates": ["ws1", "ws3"], "job_id": "41"}, targets, lab)
+    assert word == "scancel 41: ok" and [(d.host, d.state.state) for d in done] == [
+        ("ws1", JobState.CANCELLED), ("ws3", JobState.CANCELLED)
+    ]  # fmt: skip
+    assert sorted(calls[:2]) == [
+        ("ws1", "touch /jobs/j/cancel.requested"),
+        ("ws3", "touch /jobs/j/cancel.requested"),
+    ]
+    assert calls[2] == ("ctl", "scancel 41")
+    assert sorted(calls[3:]) == [("ws1", "launcher cancel /jobs/j"), ("ws3", "launcher cancel /jobs/j")]
