@@ -87,12 +87,17 @@ class Lab:
             self.hosts[name].set_data(**kv)
 
 
-def wait_for(what: str, check: Callable[[], object], show: Callable[[], object] = lambda: "") -> object:
-    """Poll `check` until it returns something true; fail naming `what` (and `show()`) after DEADLINE_S."""
-    end = time.monotonic() + DEADLINE_S
+def wait_for(
+    what: str,
+    check: Callable[[], object],
+    show: Callable[[], object] = lambda: "",
+    seconds: float = DEADLINE_S,
+) -> object:
+    """Poll `check` until it returns something true; fail naming `what` (and `show()`) after `seconds`."""
+    end = time.monotonic() + seconds
     while not (value := check()):
         if time.monotonic() > end:
-            pytest.fail(f"no {what} within {DEADLINE_S} s: {show()}")
+            pytest.fail(f"no {what} within {seconds} s: {show()}")
         time.sleep(0.5)
     return value
 
@@ -499,3 +504,113 @@ def test_the_nan_ladder_rescues_a_job_inside_its_allocation(clean: Lab, runner: 
     assert done["step"] == 12
     ended = lambda: (j := runner.lab.jobs().get(slurm_id)) is not None and j.state == "COMPLETED"  # noqa: E731
     wait_for("Slurm to record the end", ended, runner.lab.jobs)
+
+
+# --- two nodes through Slurm --------------------------------------------------------------------------------
+# The ranks talk gloo on CPU over loopback (SIMULATED cards; tests/test_multinode_e2e.py): the interface is
+# pinned per node with radeonlab_node_env, as a user pins GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME to the LAN.
+TWO_NODES = {"max_steps": 20, "save_steps": 100}
+BF16_NODES = ("slurm-7900", "slurm-9070")
+TRAINING_S = 300  # bound on a wait for two training processes to start (torch + LLaMA-Factory, 2 cores)
+
+
+@pytest.fixture
+def gloo_on_lo(clean: Lab, runner: Runner) -> Iterator[Runner]:
+    clean.set_data(list(CARDS), radeonlab_node_env={"GLOO_SOCKET_IFNAME": "lo"})
+    try:
+        yield runner
+    finally:
+        clean.set_data(list(CARDS), radeonlab_node_env={})
+
+
+def job_json(lab: Lab, host: str, job_id: str) -> dict:
+    return json.loads(lab.sh(f"cat {JOBS}/{job_id}/job.json", host=host))
+
+
+def test_a_two_node_job_queues_until_two_nodes_are_free_then_trains(gloo_on_lo: Runner) -> None:
+    """One bf16 node busy with a one-node job: `submit --nodes 2` of a bf16 job pends in Slurm (`list`:
+    queued), starts when that node frees, trains on both nodes as ranks 0 and 1 (loss falls); `watch`
+    exits 0 and `fetch` brings back rank 0's adapter."""
+    runner, lab = gloo_on_lo, gloo_on_lo.lab
+    busy, _ = runner.submit(runner.spec("busy.yaml", LONG, "bf16: true\n"))
+    wait_for("the one-node job running", lambda: runner.by_name()[busy].state == "RUNNING", lab.jobs)
+    [held] = runner.by_name()[busy].nodes
+    job_id, slurm_id = runner.submit(runner.spec("two.yaml", TWO_NODES, "bf16: true\n"), "--nodes", "2")
+    assert all(job_id in folders(lab, n) for n in BF16_NODES) and job_id not in folders(lab, "slurm-6700")
+    shown = lab.sh(f"scontrol show job {slurm_id}")
+    assert "NumNodes=2" in shown and "Features=bf16" in shown, shown
+    waits = lambda: (j := runner.by_name()[job_id]).state == "PENDING" and j.reason == "Resources"  # noqa: E731
+    wait_for("the two-node job pending for resources", waits, lab.jobs)
+    listed = runner.listed()[job_id]
+    assert listed["state"] == "queued" and "pending (Resources)" in listed["reason"], listed
+    assert runner.status(job_id)["state"] == "queued"
+    assert runner.by_name()[job_id].state == "PENDING"  # still: the free RX 6700 XT is no bf16 node
+
+    assert runner.cli("cancel", busy, "-i", INVENTORY).exit_code == 0
+    started = lambda: sorted(runner.by_name()[job_id].nodes) == list(BF16_NODES)  # noqa: E731
+    wait_for("the two-node job on both bf16 nodes", started, lab.jobs)
+    wait_for(
+        "the job running", lambda: runner.listed()[job_id]["state"] == "running", runner.listed, TRAINING_S
+    )
+    watched = runner.cli("watch", job_id, "-i", INVENTORY)
+    assert watched.exit_code == 0, watched.output
+    assert watched.stdout.strip().splitlines()[-1].startswith(f"{job_id}: succeeded"), watched.stdout
+
+    rank0 = runner.by_name()[job_id].nodes[0]  # the allocation's first node
+    for host in BF16_NODES:
+        record = job_json(lab, host, job_id)
+        rank = record["nodes"]["rank"]
+        assert (rank == 0) == (host == rank0), (host, record["nodes"])
+        assert record["nodes"]["world_size"] == 2 and record["nodes"]["master"] == rank0
+        assert [p["host"] for p in record["nodes"]["peers"]] == [
+            rank0,
+            *(h for h in BF16_NODES if h != rank0),
+        ]
+        assert record["nodes"]["master_addr"] == lab.hosts[rank0].address
+        assert record["env"]["NODE_RANK"] == str(rank) and record["env"]["GLOO_SOCKET_IFNAME"] == "lo"
+        train_log = lab.sh(f"cat {JOBS}/{job_id}/train.log", host=host)
+        assert f"Process rank: {rank}, world size: 2" in train_log, train_log[-3000:]
+        assert json.loads(lab.sh(f"cat {JOBS}/{job_id}/state.json", host=host))["state"] == "succeeded"
+        config = lab.sh(f"cat {JOBS}/{job_id}/config.yaml", host=host)
+        assert "ddp_backend: gloo\n" in config and "save_on_each_node: true\n" in config
+    done = runner.status(job_id)
+    assert (done["state"], done["host"], done["step"]) == ("succeeded", rank0, TWO_NODES["max_steps"]), done
+    listed = runner.listed()[job_id]
+    assert (listed["state"], listed["host"]) == ("succeeded", rank0), listed
+    local = runner.work / "two-nodes"
+    fetched = runner.cli("fetch", job_id, "-i", INVENTORY, "--to", str(local))
+    assert fetched.exit_code == 0, fetched.output
+    assert (local / "output/adapter_model.safetensors").stat().st_size > 0
+    log = (local / "output/trainer_log.jsonl").read_text().splitlines()
+    losses = [json.loads(line)["loss"] for line in log if '"loss"' in line]
+    assert len(losses) == TWO_NODES["max_steps"], losses
+    assert sum(losses[-5:]) / 5 < 0.8 * sum(losses[:5]) / 5, losses
+    print(f"\ntwo-node Slurm job: loss {losses[0]:.2f} -> {losses[-1]:.2f} in {len(losses)} steps")
+    ended = lambda: runner.by_name()[job_id].state == "COMPLETED"  # noqa: E731
+    wait_for("Slurm to record the end", ended, lab.jobs)
+
+
+def test_cancel_ends_both_ranks_of_a_two_node_job(gloo_on_lo: Runner) -> None:
+    runner, lab = gloo_on_lo, gloo_on_lo.lab
+    job_id, _ = runner.submit(runner.spec("two-long.yaml", LONG, "bf16: true\n"), "--nodes", "2")
+
+    def rank0_logged_a_step() -> bool:
+        """Rank 0 (as it recorded itself) has a logged step: both ranks are in the world, training."""
+        ranks = {job_json(lab, h, job_id)["nodes"].get("rank"): h for h in BF16_NODES}
+        log = f"{JOBS}/{job_id}/output/trainer_log.jsonl"
+        return 0 in ranks and lab.sh(f"test -s {log} && echo yes; true", host=ranks[0]).strip() == "yes"
+
+    wait_for("a logged step of the two-node job", rank0_logged_a_step, lab.jobs, TRAINING_S)
+    assert runner.status(job_id)["state"] == "running"
+    cancelled = runner.cli("cancel", job_id, "-i", INVENTORY)
+    assert cancelled.exit_code == 0 and "cancelled" in cancelled.stdout, cancelled.output
+    for host in BF16_NODES:
+        state = json.loads(lab.sh(f"cat {JOBS}/{job_id}/state.json", host=host))
+        assert state["state"] == "cancelled", (host, state)
+    # Slurm's own record says so too (the markers go first, then scancel: jobs/track/slurm.py cancel)
+    wait_for("Slurm to record CANCELLED", lambda: runner.by_name()[job_id].state == "CANCELLED", lab.jobs)
+
+    def left() -> dict[str, str]:  # "[/]" matches "/" but not itself: the exec wrapper's line does not count
+        return {h: lab.sh(f"pgrep -af '[/]{JOBS[1:]}/{job_id}'; true", host=h).strip() for h in BF16_NODES}
+
+    wait_for("no process of the job left", lambda: not any(left().values()), left)

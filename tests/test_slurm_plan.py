@@ -8,10 +8,12 @@ import os
 import stat
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from radeonlab.jobs.plan import slurm
 
+from radeonlab.contract.records import JobRecord
 from radeonlab.contract.state import JobState
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
@@ -146,7 +148,8 @@ def test_two_node_script_gives_each_rank_torchrun_variables(tmp_path: Path) -> N
     # srun: drop its options, run the command once per node with that node's SLURM_NODEID
     stub(bin_dir / "srun", '#!/bin/sh\nwhile [ "${1#--}" != "$1" ]; do shift; done\n'
          'for id in 0 1; do SLURM_NODEID=$id "$@"; done\n')  # fmt: skip
-    show = 'echo "$NODE_RANK $MASTER_ADDR $MASTER_PORT $NNODES $NPROC_PER_NODE $FORCE_TORCHRUN"'
+    show = "echo $NODE_RANK $MASTER_ADDR $MASTER_PORT $NNODES $NPROC_PER_NODE $FORCE_TORCHRUN"
+    show += " $RADEONLAB_SLURM_NODES"
     job = slurm.BatchJob("j", str(tmp_path), ["sh", "-c", show], nodes=2, gpus_per_node=1, master_port=29500)
     script = tmp_path / "job.sh"
     script.write_text(slurm.sbatch_script(job))
@@ -155,7 +158,10 @@ def test_two_node_script_gives_each_rank_torchrun_variables(tmp_path: Path) -> N
     done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     port = 29500 + 1234 % 1000
-    assert done.stdout.splitlines() == [f"0 127.0.77.9 {port} 2 1 1", f"1 127.0.77.9 {port} 2 1 1"]
+    assert done.stdout.splitlines() == [
+        f"0 127.0.77.9 {port} 2 1 1 sl-1,sl-3",
+        f"1 127.0.77.9 {port} 2 1 1 sl-1,sl-3",
+    ]
 
 
 def test_sbatch_parsable() -> None:
@@ -319,3 +325,161 @@ def test_under_srun_the_allocation_names_the_ranks_not_job_json(
     monkeypatch.setenv("MASTER_ADDR", "127.0.77.3")
     inside = launcher.child_env(str(tmp_path), job, {}, "/v")
     assert (inside["NODE_RANK"], inside["MASTER_ADDR"]) == ("1", "127.0.77.3")
+
+
+# --- two nodes through Slurm: planned without a rank, the rank recorded from the allocation at start -------
+
+ALLOCATION = {"SLURM_JOB_ID": "41", "RADEONLAB_SLURM_NODES": "sl-3,sl-1", "NODE_RANK": "1", "NNODES": "2",
+              "MASTER_ADDR": "127.0.77.3", "MASTER_PORT": "29541", "FORCE_TORCHRUN": "1",
+              "NPROC_PER_NODE": "1"}  # fmt: skip
+STAGED = {"id": "j", "env": {"GLOO_SOCKET_IFNAME": "lo"}, "nodes": {"world_size": 2},
+          "slurm": {"nodes": {"sl-1": {"host": "ws1", "address": "127.0.77.1"},
+                              "sl-3": {"host": "ws3", "address": "127.0.77.3"}}}}  # fmt: skip
+
+
+def test_each_rank_records_its_rank_and_peers_from_the_allocation(tmp_path: Path) -> None:
+    from radeonlab.jobs.host import launcher
+
+    (tmp_path / "job.json").write_text(json.dumps(STAGED))
+    raw = launcher.record_slurm_rank(str(tmp_path), dict(STAGED), ALLOCATION)
+    assert json.loads((tmp_path / "job.json").read_text()) == raw  # written before anything else runs
+    assert raw["nodes"] == {
+        "rank": 1, "world_size": 2, "master": "ws3", "master_addr": "127.0.77.3", "master_port": 29541,
+        "peers": [{"rank": 0, "host": "ws3", "address": "127.0.77.3"},
+                  {"rank": 1, "host": "ws1", "address": "127.0.77.1"}],
+        "slurm_job_id": "41", "slurm_node": "sl-1",
+    }  # fmt: skip
+    assert raw["env"] == {
+        "GLOO_SOCKET_IFNAME": "lo",
+        **{k: ALLOCATION[k] for k in launcher.SLURM_TORCHRUN_KEYS},
+    }
+    record = JobRecord.from_dict({"name": "j", "spec_file": "", "created_at": "", "host": "ws1", **raw})
+    assert record.rank == 1 and record.peers() == [(0, "ws3")]
+    # a one-node Slurm job, and the built-in scheduler, keep job.json as the laptop wrote it
+    for environ in ({"SLURM_JOB_ID": "42"}, {k: v for k, v in ALLOCATION.items() if k != "SLURM_JOB_ID"}):
+        (tmp_path / "job.json").write_text(json.dumps(STAGED))
+        assert launcher.record_slurm_rank(str(tmp_path), dict(STAGED), environ) == STAGED
+        assert json.loads((tmp_path / "job.json").read_text()) == STAGED
+
+
+class _Remote:
+    def __init__(self, sinfo: str) -> None:
+        self.sinfo = sinfo
+
+    def __enter__(self) -> _Remote:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def run(self, argv: list[str], **_kw: object) -> SimpleNamespace:
+        assert argv[0] == "sinfo", argv
+        return SimpleNamespace(stdout=self.sinfo)
+
+
+def _node(host: str, env: dict[str, str]) -> SimpleNamespace:
+    job = SimpleNamespace(root="/home/lab/radeonlab/jobs/demo-1")
+    return SimpleNamespace(host=host, env=env, nodes={"rank": 9}, job=job, record=SimpleNamespace(venv="/v"))
+
+
+def test_two_nodes_are_planned_as_ranks_of_one_job_on_every_candidate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """sinfo in -> one multi-node plan over every node that satisfies the wishes (one config for all), no
+    rank or torchrun variable fixed, the per-host env kept; sbatch asks for two nodes and srun starts them."""
+    from radeonlab.jobs.apply import slurm as apply
+
+    targets = _targets(ctl=(("slurm_controller",), {}), **{
+        n: (("slurm_nodes",), {"radeonlab_scheduler": "slurm", "slurm_node_name": f"sl-{i}"})
+        for i, n in enumerate(["ws1", "ws2", "ws3"], 1)
+    })  # fmt: skip
+    lab = apply.lab_of(targets)
+    asked: list[dict] = []
+
+    def plan_job(spec_path: object, **kw: object) -> SimpleNamespace:
+        asked.append(kw)
+        rank_env = {"NODE_RANK": "0", "NNODES": "2", "MASTER_ADDR": "10.0.0.1", "GLOO_SOCKET_IFNAME": "lo"}
+        nodes = [_node(h, dict(rank_env)) for h in str(kw["host"]).split(",")]
+        return SimpleNamespace(nodes=nodes, rank0=nodes[0], job_id=kw["job_id"], close=lambda: None)
+
+    monkeypatch.setattr(
+        apply, "connect", lambda _t: _Remote((FIXTURES / "sinfo-three-nodes.txt").read_text())
+    )
+    monkeypatch.setattr(apply, "plan_job", plan_job)
+    monkeypatch.setattr(
+        apply, "load_checked", lambda *_a: (SimpleNamespace(radeonlab=SimpleNamespace(nodes=1)), [])
+    )
+    monkeypatch.setattr(
+        apply, "needs_of", lambda *_a: SimpleNamespace(gfx_family=None, bf16=True, min_vram_gb=None)
+    )
+    said: list[str] = []
+    sp = apply.plan_slurm_job("demo.yaml", "inv.py", lab, nodes=2, say=said.append)
+    [kw] = asked
+    assert (kw["host"], kw["nodes"], kw["allow_shared"]) == ("ws1,ws3", 2, True)  # the bf16 nodes, as ranks
+    assert [(n.host, n.env, n.nodes) for n in sp.plan.nodes] == [
+        (h, {"GLOO_SOCKET_IFNAME": "lo"}, {"world_size": 2, "ranks": "from the Slurm allocation at start"})
+        for h in ("ws1", "ws3")
+    ]
+    assert (sp.nodes, sp.constraint, sp.exclude) == (2, "bf16", ["sl-2"])
+    assert said[-1].endswith("Slurm may run it on 2 of ws1, ws3 (--constraint=bf16)")
+    assert apply.slurm_info(sp) == {
+        "controller": "ctl", "candidates": ["ws1", "ws3"],
+        "nodes": {"sl-1": {"host": "ws1", "address": "10.0.0.1"},
+                  "sl-3": {"host": "ws3", "address": "10.0.0.3"}},
+    }  # fmt: skip
+    script = apply.batch_script(sp)
+    assert "#SBATCH --nodes=2\n" in script and "#SBATCH --exclude=sl-2\n" in script
+    assert "exec srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=1 " in script
+    assert script.rstrip().endswith("run /home/lab/radeonlab/jobs/demo-1 --venv /v --allow-shared --no-queue")
+    # one node: each candidate planned as a job of its own, as before
+    asked.clear()
+    apply.plan_slurm_job("demo.yaml", "inv.py", lab, nodes=1, say=said.append)
+    assert [(kw["host"], kw["nodes"]) for kw in asked] == [("ws1", 1), ("ws3", 1)]
+
+
+def test_cancel_marks_every_rank_then_scancels_then_stops_what_is_left(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The marker first (each supervisor Slurm stops records a cancel), then scancel (Slurm records CANCELLED,
+    not the launchers' exit as FAILED), then the launcher's cancel on every candidate."""
+    from radeonlab.jobs.track import slurm as track
+
+    calls: list[tuple[str, str]] = []
+
+    class Remote:
+        def __init__(self, target: object) -> None:
+            self.name = target.name  # type: ignore[attr-defined]
+
+        def __enter__(self) -> Remote:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def close(self) -> None:
+            pass
+
+        def run(self, argv: list[str], **_kw: object) -> SimpleNamespace:
+            calls.append((self.name, " ".join(argv)))
+            return SimpleNamespace(ok=True)
+
+        def tool(self, name: str, argv: list[str]) -> SimpleNamespace:
+            calls.append((self.name, " ".join([name, *argv])))
+            return SimpleNamespace(last_json=lambda: {"state": "cancelled"})
+
+    record = SimpleNamespace(job_dir=lambda job_id: SimpleNamespace(root=f"/jobs/{job_id}"))
+    monkeypatch.setattr(track, "connect", Remote)
+    monkeypatch.setattr(track, "read_host", lambda *_a, **_k: None)
+    monkeypatch.setattr(track, "require_record", lambda *_a: record)
+    targets = _targets(ctl=(("slurm_controller",), {}), ws1=((), {}), ws3=((), {}))
+    lab = track.SlurmLab(targets["ctl"], {})
+    word, done = track.cancel("j", {"candidates": ["ws1", "ws3"], "job_id": "41"}, targets, lab)
+    assert word == "scancel 41: ok" and [(d.host, d.state.state) for d in done] == [
+        ("ws1", JobState.CANCELLED), ("ws3", JobState.CANCELLED)
+    ]  # fmt: skip
+    assert sorted(calls[:2]) == [
+        ("ws1", "touch /jobs/j/cancel.requested"),
+        ("ws3", "touch /jobs/j/cancel.requested"),
+    ]
+    assert calls[2] == ("ctl", "scancel 41")
+    assert sorted(calls[3:]) == [("ws1", "launcher cancel /jobs/j"), ("ws3", "launcher cancel /jobs/j")]

@@ -9,9 +9,13 @@ and notifications work as they do without Slurm. Slurm does the queueing: the la
 scheduler started on the same card still refuses a Slurm job, exit 75). The job's GPUs are numbered inside
 Slurm's allocation (ROCR_VISIBLE_DEVICES from gres.conf's Flags=amd_gpu_env): job.json `gpus` is 0..n-1.
 
+A multi-node job (`--nodes N`, radeonlab.nodes) is planned on every candidate as a rank of one job (one
+config for every rank: jobs/plan/nodes.py) and staged there without a rank; sbatch asks for N nodes, and
+at start each rank's launcher records in its job.json which rank Slurm made it and who its peers are
+(launcher.slurm_ranks), so `status`, `watch` and `fetch` find rank 0's folder, where the adapter is.
+
 Refused in one line before anything is sent: Slurm without a `slurm_controller` group, a constraint no
-node satisfies, more nodes than satisfy it. Not wired yet: multi-node jobs under Slurm (the batch script
-supports them; the job's shared config keys are not rendered for it); refused, in one line.
+node satisfies, more nodes than satisfy it.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ from radeonlab.jobs.apply.submit import ProgressBar, Say, SubmitResult, no_progr
 from radeonlab.jobs.apply.submit import upload as upload_node
 from radeonlab.jobs.fleet import store
 from radeonlab.jobs.fleet.inventory import HostTarget, load_inventory
+from radeonlab.jobs.host.launcher import SLURM_TORCHRUN_KEYS
 from radeonlab.jobs.plan import slurm
+from radeonlab.jobs.plan.nodes import node_address
 from radeonlab.jobs.plan.placement import needs_of
 from radeonlab.jobs.plan.plan import JobPlan, load_checked, plan_job
 from radeonlab.jobs.ssh.connection import Remote, connect
@@ -91,7 +97,7 @@ def sinfo(remote: Remote) -> list[slurm.SlurmNode]:
 class SlurmPlan:
     """A job planned on every node Slurm may give it, and how it is asked of Slurm."""
 
-    plan: JobPlan  # one NodePlan per candidate node (each rank 0 of a one-node job)
+    plan: JobPlan  # one NodePlan per candidate node (a one-node job each, or a rank-less rank of N)
     lab: SlurmLab
     constraint: str
     nodes: int
@@ -126,34 +132,12 @@ def plan_slurm_job(
         offered = sinfo(ctl)
     known = [n for n in offered if n.name in lab.hosts]
     constraint, able = slurm.plan_request(wishes, known, count, gpus_per_node)
-    if count > 1:
-        raise slurm.SlurmError(
-            f"--nodes {count}: multi-node jobs through Slurm are not wired yet; submit to named hosts with "
-            "the built-in scheduler (--host a,b)"
-        )
     job_id = new_job_id(Path(spec_path).stem)
-    plans: list[JobPlan] = []
-    try:
-        for node in able:
-            plans.append(
-                plan_job(
-                    spec_path,
-                    inventory,
-                    host=lab.host_of(node),
-                    nodes=1,
-                    overrides=overrides,
-                    strict=strict,
-                    allow_shared=True,
-                    job_id=job_id,
-                    say=say,
-                )  # fmt: skip
-            )
-    except BaseException:
-        for p in plans:
-            p.close()
-        raise
-    first = plans[0]
-    first.nodes = [p.nodes[0] for p in plans]
+    common = {"inventory": inventory, "overrides": overrides, "strict": strict, "job_id": job_id, "say": say}
+    if count > 1:
+        first = _plan_ranks(spec_path, [lab.host_of(n) for n in able], count, common)
+    else:
+        first = _plan_each(spec_path, [lab.host_of(n) for n in able], common)
     roots = {n.job.root for n in first.nodes}
     venvs = {n.record.venv for n in first.nodes}
     if len(roots) > 1 or len(venvs) > 1:
@@ -164,8 +148,37 @@ def plan_slurm_job(
         )
     exclude = sorted(n.name for n in offered if n.name not in able)
     shown = f" (--constraint={constraint})" if constraint else ""
-    say(f"{job_id}: Slurm may run it on {', '.join(lab.host_of(n) for n in able)}{shown}")
+    among = f"{count} of " if count > 1 else ""
+    say(f"{job_id}: Slurm may run it on {among}{', '.join(lab.host_of(n) for n in able)}{shown}")
     return SlurmPlan(first, lab, constraint, count, gpus_per_node, exclude)
+
+
+def _plan_each(spec_path: str | Path, hosts: list[str], common: dict) -> JobPlan:
+    """A one-node job: planned on each candidate as a job of its own (its card's precision), one id."""
+    plans: list[JobPlan] = []
+    try:
+        for host in hosts:
+            plans.append(plan_job(spec_path, host=host, nodes=1, allow_shared=True, **common))
+    except BaseException:
+        for p in plans:
+            p.close()
+        raise
+    first = plans[0]
+    first.nodes = [p.nodes[0] for p in plans]
+    return first
+
+
+def _plan_ranks(spec_path: str | Path, hosts: list[str], count: int, common: dict) -> JobPlan:
+    """A job of `count` nodes: every candidate planned as a rank of one multi-node job (jobs/plan/nodes.py:
+    one config for every rank, e.g. gloo/RCCL, save_on_each_node, fp16 everywhere when a candidate lacks
+    bf16), but without a rank: Slurm decides which candidates run it and in which order when they free, so
+    the torchrun variables come from the allocation at start (launcher.slurm_ranks). Kept: the per-host
+    environment (radeonlab_node_env)."""
+    plan = plan_job(spec_path, host=",".join(hosts), nodes=len(hosts), allow_shared=True, **common)
+    for node in plan.nodes:
+        node.env = {k: v for k, v in node.env.items() if k not in SLURM_TORCHRUN_KEYS}
+        node.nodes = {"world_size": count, "ranks": "from the Slurm allocation at start"}
+    return plan
 
 
 def launcher_argv(job_dir: str, venv: str) -> list[str]:
@@ -189,10 +202,20 @@ def batch_script(sp: SlurmPlan) -> str:
     return slurm.sbatch_script(job)
 
 
+def slurm_info(sp: SlurmPlan) -> dict[str, object]:
+    """job.json `slurm` before sbatch answers: the controller, the candidate hosts, and each candidate's
+    Slurm node name -> inventory host and address (a rank of a multi-node job names its peers by these,
+    launcher.slurm_ranks)."""
+    staged = [n.host for n in sp.plan.nodes]
+    nodes = {name: {"host": t.name, "address": node_address(t)} for name, t in sp.lab.hosts.items()
+             if t.name in staged}  # fmt: skip
+    return {"controller": sp.lab.controller.name, "candidates": staged, "nodes": nodes}
+
+
 def apply_slurm(sp: SlurmPlan, *, progress_bar: ProgressBar = no_progress, say: Say = print) -> SubmitResult:
     """Stage on every candidate node, sbatch on the controller, remember the Slurm job id."""
     plan = sp.plan
-    info = {"controller": sp.lab.controller.name, "candidates": [n.host for n in plan.nodes]}
+    info = slurm_info(sp)
     reports = []
     for node in plan.nodes:
         reports.append(upload_node(node, progress_bar, say))

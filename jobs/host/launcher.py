@@ -28,6 +28,8 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from radeonlab.jobs.host import gpu_queue, supervisor
 from radeonlab.jobs.host.process import EXIT_LOCKED, StateFile, now, stop_group
@@ -49,6 +51,8 @@ from radeonlab.contract.state import EndReason, JobState
 SLURM_TORCHRUN_KEYS = (
     "FORCE_TORCHRUN", "NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "NPROC_PER_NODE"
 )  # fmt: skip
+# ... and the allocation's node names in SLURM_NODEID order (comma-separated), set by the batch script.
+SLURM_NODES_ENV = "RADEONLAB_SLURM_NODES"
 CANCEL_SETTLE_S = 5.0  # after the group is gone, how long cancel waits for the launcher's final write
 
 
@@ -98,6 +102,46 @@ def read_secrets(job_dir: str) -> tuple[dict[str, str], str | None]:
     return {str(k): str(v) for k, v in data.items()}, None
 
 
+def slurm_ranks(job: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, Any] | None:
+    """job.json's `nodes` of a multi-node job Slurm started (srun, one launcher per node): this node's rank
+    and every peer, from the allocation. The laptop staged the same folder on every candidate node without
+    a rank (Slurm picks the nodes when they free), so each rank writes it here, at start: `status`, `watch`
+    and `fetch` then find rank 0's folder (the adapter) and its peers. Peers are named by the inventory
+    host the laptop mapped each Slurm node to (job.json slurm.nodes). None outside such a job."""
+    names = [n for n in environ.get(SLURM_NODES_ENV, "").split(",") if n]
+    if not environ.get("SLURM_JOB_ID") or not names or not environ.get("NODE_RANK", "").isdigit():
+        return None
+    where = (job.get("slurm") or {}).get("nodes") or {}
+    peers = [
+        {"rank": i, "host": str((where.get(n) or {}).get("host") or n),
+         "address": str((where.get(n) or {}).get("address") or "")}
+        for i, n in enumerate(names)
+    ]  # fmt: skip
+    rank = int(environ["NODE_RANK"])
+    return {
+        "rank": rank,
+        "world_size": int(environ.get("NNODES") or len(names)),
+        "master": peers[0]["host"],
+        "master_addr": environ.get("MASTER_ADDR") or peers[0]["address"],
+        "master_port": int(environ.get("MASTER_PORT") or 0),
+        "peers": peers,
+        "slurm_job_id": environ["SLURM_JOB_ID"],
+        "slurm_node": names[rank] if rank < len(names) else "",
+    }
+
+
+def record_slurm_rank(job_dir: str, raw: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+    """job.json with this rank's `nodes` and torchrun variables written in, under a multi-node Slurm job;
+    `raw` unchanged otherwise."""
+    ranks = slurm_ranks(raw, environ)
+    if ranks is None:
+        return raw
+    torchrun = {k: environ[k] for k in SLURM_TORCHRUN_KEYS if environ.get(k)}
+    raw = {**raw, "nodes": ranks, "env": {**(raw.get("env") or {}), **torchrun}}
+    write_json_atomic(os.path.join(job_dir, FILES["job"]), raw)
+    return raw
+
+
 def run(
     job_dir: str,
     venv: str,
@@ -113,7 +157,8 @@ def run(
     )
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
-    raw = read_json(os.path.join(job_dir, FILES["job"]))
+    # first, so even a rank that ends at once (cancelled while pending) says which rank it was
+    raw = record_slurm_rank(job_dir, read_json(os.path.join(job_dir, FILES["job"])), os.environ)
     job = JobRecord.from_dict(
         {"id": os.path.basename(job_dir), "name": "", "spec_file": "", "created_at": "", "host": "", **raw}
     )

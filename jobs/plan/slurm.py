@@ -21,6 +21,8 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from radeonlab.jobs.host.launcher import SLURM_NODES_ENV
+
 from radeonlab.contract.records import GIB
 from radeonlab.contract.state import JobState
 from radeonlab.errors import InputError
@@ -222,7 +224,8 @@ def sbatch_script(job: BatchJob) -> str:
     /etc/profile.d applies, as for the built-in launcher); one node: it becomes the launcher; several:
     rank 0 is the first node of the allocation, its NodeAddr is MASTER_ADDR, and `srun` starts one launcher
     per node with LLaMA-Factory's torchrun variables (FORCE_TORCHRUN, NNODES, NODE_RANK = SLURM_NODEID,
-    MASTER_ADDR, MASTER_PORT, NPROC_PER_NODE)."""
+    MASTER_ADDR, MASTER_PORT, NPROC_PER_NODE) and the allocation's node names in rank order
+    (RADEONLAB_SLURM_NODES), from which each launcher records its rank and peers in job.json."""
     if not job.launcher:
         raise SlurmError(f"{job.job_id}: no launcher command")
     bad = [k for k in job.env if not _ENV_NAME.match(k)]
@@ -250,11 +253,13 @@ def sbatch_script(job: BatchJob) -> str:
     span = job.port_span
     port = f"$(( {job.master_port} + SLURM_JOB_ID % {span} ))" if span > 1 else str(job.master_port)
     body += [
-        'first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        # the allocation's nodes in SLURM_NODEID order; each launcher records its rank and peers from it
+        f'{SLURM_NODES_ENV}=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)',
+        f"first=${{{SLURM_NODES_ENV}%%,*}}",
         "MASTER_ADDR=$(scontrol show node \"$first\" | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p')",
         f"MASTER_PORT={port}",
         f"export FORCE_TORCHRUN=1 NNODES={job.nodes} NPROC_PER_NODE={max(1, job.gpus_per_node)} "
-        "MASTER_ADDR MASTER_PORT",
+        f"MASTER_ADDR MASTER_PORT {SLURM_NODES_ENV}",
         # one launcher per node; NODE_RANK is the node's place in the allocation (0 = $first)
         f"exec srun --nodes={job.nodes} --ntasks-per-node=1 --kill-on-bad-exit=1 "
         f"bash -lc 'export NODE_RANK=$SLURM_NODEID; exec \"$@\"' radeonlab-rank {launcher}",

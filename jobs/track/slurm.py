@@ -1,7 +1,8 @@
 """A Slurm job as the verbs see it: where Slurm runs it, its state while the hosts cannot say, its cancel.
 
 A job submitted through Slurm (jobs/apply/slurm.py) has a folder on every candidate node; the node Slurm
-gave it holds the truth once the launcher started (state.json, logs, checkpoints), as for any job. Before
+gave it (rank 0's, for a multi-node job) holds the truth once the launcher started (state.json, logs,
+checkpoints), as for any job. Before
 that, and for a job cancelled while pending, only Slurm knows: `squeue` (queued, running and, for MinJobAge
 seconds, ended jobs) and the controller's job completion log (every ended job). The batch job's name is
 radeonlab's job id, so a job is found by name as well as by the Slurm id its record keeps.
@@ -20,6 +21,7 @@ from radeonlab.jobs.fleet.probe import read_host, require_record
 from radeonlab.jobs.plan import slurm
 from radeonlab.jobs.ssh.connection import Remote, connect
 
+from radeonlab.contract.jobdir import FILES
 from radeonlab.contract.records import StateRecord
 from radeonlab.contract.state import JobState
 from radeonlab.errors import RadeonlabError, one_line
@@ -61,7 +63,9 @@ def overlay(state: StateRecord, found: slurm.SlurmJob | None) -> StateRecord:
 
 
 def ran_on(lab: SlurmLab, found: slurm.SlurmJob | None) -> str | None:
-    """The inventory host of the allocation's first node (None while pending)."""
+    """The inventory host of the allocation's first node (None while pending): the node of a one-node job,
+    rank 0 of a multi-node one (the batch script makes the first node rank 0; its folder holds the adapter,
+    and the other ranks' folders say rank > 0, so `list` and the job handle pass over them)."""
     return lab.host_of(found.nodes[0]) if found and found.nodes else None
 
 
@@ -75,27 +79,46 @@ class Cancelled:
 def cancel(
     job_id: str, info: Mapping[str, object], targets: Mapping[str, HostTarget], lab: SlurmLab
 ) -> tuple[str, list[Cancelled]]:
-    """Cancel a Slurm job, pending or running: first the launcher's cancel on every candidate node (it
-    writes the cancel marker, so a launcher Slurm starts meanwhile ends at once as cancelled, and records a
-    running job's end after stopping its process group), then `scancel` (a pending job leaves the queue).
+    """Cancel a Slurm job, pending or running, on every rank: (1) the cancel marker in the job folder on
+    every candidate node (a launcher that starts or is stopped from now on ends as cancelled), (2) `scancel`
+    (a pending job leaves the queue; Slurm stops every rank of a running one, each supervisor records the
+    cancel, and Slurm records CANCELLED, not the launchers' non-zero exit as FAILED), (3) the launcher's
+    cancel on every candidate (stops what is left and makes sure each folder records the end).
     Returns scancel's word and one result per candidate."""
     candidates = [str(c) for c in info.get("candidates") or []]  # type: ignore[union-attr]
+    opened: dict[str, tuple[Remote, str]] = {}
+    errors: dict[str, str] = {}
 
-    def on(host: str) -> Cancelled:
+    def mark(host: str) -> None:
         try:
-            with connect(targets[host]) as remote:
-                record = require_record(read_host(remote, jobs="none"), "")
-                done = remote.tool("launcher", ["cancel", record.job_dir(job_id).root])
-                return Cancelled(host, StateRecord.from_dict(done.last_json()))
+            remote = connect(targets[host])
+            root = require_record(read_host(remote, jobs="none"), "").job_dir(job_id).root
+            opened[host] = (remote, root)
+            remote.run(["touch", f"{root}/{FILES['cancel_marker']}"], timeout=30)
         except (RadeonlabError, KeyError) as exc:
-            return Cancelled(host, error=one_line(exc) if isinstance(exc, RadeonlabError) else f"{exc}")
+            errors[host] = one_line(exc) if isinstance(exc, RadeonlabError) else f"{exc}"
 
-    with ThreadPoolExecutor(max_workers=max(1, len(candidates))) as pool:
-        results = list(pool.map(on, candidates))
-    slurm_id = str(info.get("job_id") or "")
-    which = [slurm_id] if slurm_id else ["--name", job_id]
-    with connect(lab.controller) as ctl:
-        done = ctl.run(["scancel", *which], check=False, timeout=30)
+    def stop(host: str) -> Cancelled:
+        if host not in opened:
+            return Cancelled(host, error=errors.get(host, "not reached"))
+        remote, root = opened[host]
+        try:
+            done = remote.tool("launcher", ["cancel", root])
+            return Cancelled(host, StateRecord.from_dict(done.last_json()))
+        except RadeonlabError as exc:
+            return Cancelled(host, error=one_line(exc))
+
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, len(candidates))) as pool:
+            list(pool.map(mark, candidates))
+            slurm_id = str(info.get("job_id") or "")
+            which = [slurm_id] if slurm_id else ["--name", job_id]
+            with connect(lab.controller) as ctl:
+                done = ctl.run(["scancel", *which], check=False, timeout=30)
+            results = list(pool.map(stop, candidates))
+    finally:
+        for remote, _root in opened.values():
+            remote.close()
     word = "scancel " + shlex.join(which) + (": ok" if done.ok else f": {done.stderr_tail()}")
     return word, results
 
