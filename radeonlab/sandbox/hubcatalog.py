@@ -8,7 +8,8 @@ so the same inputs always give the same shas:
   its ETag the sha256 of the content (what the client names the cached blob after).
 
 The sandbox catalog (`sandbox_catalog`) holds the test bed's tiny model as a public and as a gated repo, a
-dataset repo, and "config-only" repos of Llama-3-8B/70B whose config.json is the real one (recorded/hub/).
+dataset repo, and "config-only" repos of Llama-3-8B/70B whose config.json is the real one (recorded/hub/);
+the benchmark alone adds a larger public model (BENCH_PUBLIC, ~233 MB of random weights).
 Everything here is SIMULATED: these repositories exist on no real Hub (the meta-llama ids mirror real ones,
 which are gated there and hold weights; here they are public and hold only config.json and a README).
 """
@@ -30,6 +31,8 @@ RECORDED = Path(__file__).with_name("recorded") / "hub"
 # --- data: the sandbox's repositories and tokens ----------------------------------------------------------
 TINY_PUBLIC = "radeonlab-sandbox/tiny-llama"
 TINY_GATED = "radeonlab-sandbox/tiny-llama-gated"
+# Opt-in (sandbox_catalog's `bench_model`): the bench's larger model (tinymodel.BENCH_MODEL_CONFIG), public.
+BENCH_PUBLIC = "radeonlab-sandbox/bench-llama"
 DEMO_DATASET = "radeonlab-sandbox/demo-data"
 LLAMA3_8B = "meta-llama/Meta-Llama-3-8B"
 LLAMA3_70B = "meta-llama/Meta-Llama-3-70B"
@@ -235,11 +238,15 @@ def readme(repo_id: str, what: str) -> HubFile:
 
 
 def sandbox_catalog(
-    tiny_model: Path, demo_data: Path, tokens: Mapping[str, str] = SANDBOX_TOKENS
+    tiny_model: Path,
+    demo_data: Path,
+    tokens: Mapping[str, str] = SANDBOX_TOKENS,
+    bench_model: Path | None = None,
 ) -> HubCatalog:
     """The test bed's Hub: the tiny model (public, with an older tagged commit, and gated), the demo
     dataset, and the config-only Llama-3 repos. `tiny_model`: radeonlab/sandbox/tinymodel.py's output folder;
-    `demo_data`: demodata.py's."""
+    `demo_data`: demodata.py's; `bench_model` (only the benchmark passes it): tinymodel.cached_model's
+    larger model, served as the public BENCH_PUBLIC."""
     catalog = HubCatalog()
     model_files = folder_files(tiny_model)
     config = next(f for f in model_files if f.path == "config.json")
@@ -261,6 +268,11 @@ def sandbox_catalog(
         what = "Config only: the real config.json (recorded/hub/SOURCES.md), no weights."
         config_file = make_file("config.json", source=RECORDED / folder / "config.json")
         repo.add_commit([config_file, readme(repo_id, what)])
+
+    if bench_model is not None:
+        bench = catalog.add(HubRepo(BENCH_PUBLIC, tags=("llama", "text-generation")))
+        what = "The bench's larger sandbox Llama (random weights, ~230 MB): its download takes real time."
+        bench.add_commit([*folder_files(bench_model), readme(BENCH_PUBLIC, what)])
 
     for token, name in tokens.items():
         catalog.add_token(token, name, grants=[TINY_GATED] if name == "granted" else [])

@@ -2,7 +2,8 @@
 
     .venv/bin/python -m tests.bench.run --out bench.json [--hosts 3] [--sizes-mb 100,1000] [--watch-s 30]
     .venv/bin/python -m tests.bench.run --markdown bench.json   # README's table from that JSON; runs nothing
-    .venv/bin/python -m tests.bench.run --out b.json --reduced  # smoke: 1 host per engine, 1 round, 8 MB, 5 s
+    .venv/bin/python -m tests.bench.run --out b.json --reduced  # smoke: 1 host per engine, 1 round, 8 MB,
+                                                                # 5 s, the Hub row on the tiny model
 
 On SIMULATED workstations (radeonlab/sandbox, a temporary state dir, destroyed at the end):
 1. provisioning (tests/bench/provisioning.py): the first `pyinfra -y inventories/sandbox.py deploy/setup.py`
@@ -14,8 +15,9 @@ On SIMULATED workstations (radeonlab/sandbox, a temporary state dir, destroyed a
 2. data (tests/bench/data.py): jobs/ssh/transfer.py's upload_blobs and fetch vs plain `scp`, per size, with
    a raw exec-channel stream beside them; the re-upload of unchanged data.
 3. jobs (tests/bench/jobs.py): `submit --json` phases and submit -> first logged step minus LLaMA-Factory's
-   own start-up; the same job on the SIMULATED Hub's tiny model twice (issue 11: the second finds it
-   cached); `watch`'s CPU cost on the host.
+   own start-up; the same job twice on a model of the SIMULATED Hub over a SIMULATED link (issue 11: the
+   second finds it in the host's cache; the larger bench model, or the tiny one with --reduced);
+   `watch`'s CPU cost on the host.
 Training runs on the hosts' CPU (torch there is a CPU build standing in for ROCm torch): the submit and
 watch numbers include that CPU contention, as on a busy workstation.
 """
@@ -41,7 +43,7 @@ from radeonlab.sandbox.hosts import Sandbox
 from tests.bench import data, jobs, provisioning
 from tests.bench.report import markdown, table
 
-REDUCED = {"hosts": 1, "rounds": 1, "sizes_mb": [8], "watch_s": 5.0}
+REDUCED = {"hosts": 1, "rounds": 1, "sizes_mb": [8], "watch_s": 5.0, "hub_model": "tiny"}
 
 
 def machine() -> dict[str, Any]:
@@ -72,6 +74,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--watch-s", type=float, default=30.0)
+    parser.add_argument(
+        "--hub-model", choices=sorted(jobs.HUB_MODELS), default="bench",
+        help="the Hub row's SIMULATED model: bench (~233 MB, built once per machine) or tiny (0.9 MB)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--hub-link-mbit", type=float, default=jobs.HUB_LINK_MBIT_S,
+        help="the SIMULATED Hub's link rate in Mbit/s for the Hub row",
+    )  # fmt: skip
     parser.add_argument("--only", default="provisioning,data,submit,hub,watch", help="sections to run")
     parser.add_argument("--reduced", action="store_true", help="CI's smoke run: " + json.dumps(REDUCED))
     args = parser.parse_args(argv)
@@ -128,7 +138,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "data", lambda: data.bench_data(sbx, host, target, work / "data", args.sizes_mb, args.rounds)
             )
             step("submit", lambda: jobs.bench_submit(host, work / "job", env, args.rounds, venv))
-            step("hub", lambda: jobs.bench_hub(host, work / "hub", env))
+            step("hub", lambda: jobs.bench_hub(host, work / "hub", env, args.hub_model, args.hub_link_mbit))
             step("watch", lambda: jobs.bench_watch(host, work / "job", env, args.watch_s))
         finally:
             sbx.destroy_all()
