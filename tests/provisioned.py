@@ -1,6 +1,6 @@
-"""The session's provisioned SIMULATED workstations, shared by tests/test_provision.py and
-tests/test_provision_coresdk.py (a pytest plugin: tests/conftest.py lists it), and the deploy runner the
-provisioning tests use.
+"""The session's provisioned SIMULATED workstations, shared by tests/test_provision.py,
+tests/test_provision_coresdk.py and tests/test_provision_hub_e2e.py (a pytest plugin: tests/conftest.py
+lists it), and the deploy runner the provisioning tests use.
 
 One `pyinfra -y --json inventories/sandbox.py deploy/setup.py` provisions every host at once: one per default
 card, and the variants the Core SDK tests read (the download.pytorch.org torch source on the RX 6700 XT, a
