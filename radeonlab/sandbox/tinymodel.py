@@ -22,6 +22,7 @@ import shutil
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from radeonlab.jobs.host.receive import sha256_of
 from radeonlab.sandbox import config as sandbox_config
 
 SEED = 0
@@ -142,7 +143,7 @@ def model_key(data: Path, model_config: Mapping[str, object]) -> str:
 
     inputs = {
         "config": dict(model_config),
-        "data": hashlib.sha256(data.read_bytes()).hexdigest(),
+        "data": sha256_of(str(data)),
         "build": BUILD_VERSION,
         "versions": [torch.__version__, transformers.__version__, tokenizers.__version__],
     }
