@@ -144,6 +144,28 @@ def test_submit_places_among_several_hosts_unless_one_is_named(tmp_path: Path) -
         choose_targets(load_inventory(inventory), "c", spec_module.load(spec), None, 1, print)
 
 
+def test_submit_loads_the_inventory_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each load is a Python start-up in a child process (about 0.5 s of every submit): the Slurm question and
+    the plan share one."""
+    from radeonlab.jobs.fleet import inventory as inventory_module
+    from radeonlab.jobs.plan import plan as plan_module
+
+    loads: list[str] = []
+
+    def counted(path: str | Path) -> dict:
+        loads.append(str(path))
+        return load_inventory(path)
+
+    monkeypatch.setattr(inventory_module, "load_inventory", counted)
+    monkeypatch.setattr(plan_module, "load_inventory", counted)
+    spec = write_spec(tmp_path, {"model_name_or_path": "Qwen/Qwen2.5-0.5B", "max_steps": 5})
+    demodata.write_dataset(tmp_path / "data")
+    inventory = tmp_path / "two.py"
+    inventory.write_text(CLOSED_HOSTS)
+    named = invoke("submit", str(spec), "-i", str(inventory), "--host", "b")
+    assert "cannot reach b" in named.stderr and loads == [str(inventory)]
+
+
 def test_sparkline_goes_down_with_the_loss() -> None:
     for draw in (sparkline, cli_sparkline):  # the demo's and the CLI's (status, watch)
         line = draw([8.0, 6.0, 4.0, 2.0, 1.0], 60)

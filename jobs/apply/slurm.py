@@ -28,7 +28,7 @@ from pathlib import Path
 from radeonlab.jobs.apply.submit import ProgressBar, Say, SubmitResult, no_progress, run_stage, stage_request
 from radeonlab.jobs.apply.submit import upload as upload_node
 from radeonlab.jobs.fleet import store
-from radeonlab.jobs.fleet.inventory import HostTarget, load_inventory
+from radeonlab.jobs.fleet.inventory import HostTarget
 from radeonlab.jobs.host.launcher import SLURM_TORCHRUN_KEYS
 from radeonlab.jobs.plan import slurm
 from radeonlab.jobs.plan.nodes import node_address
@@ -236,16 +236,6 @@ def apply_slurm(sp: SlurmPlan, *, progress_bar: ProgressBar = no_progress, say: 
     notes = [f"Slurm job {slurm_id} on {sp.lab.controller.name}; may run on {', '.join(info['candidates'])}"]
     return SubmitResult(plan.job_id, rank0.host, rank0.job.root, rank0.rendered.precision, state, reports[0],
                         notes, dict(plan.timings))  # fmt: skip
-
-
-def slurm_lab_for(inventory: str | Path, host: str | None) -> SlurmLab | None:
-    """The Slurm lab a submit goes to, or None (the built-in scheduler). An inventory that cannot be read
-    is None here: plan_job checks the spec first and then reports the inventory (README "bad inputs")."""
-    try:
-        targets = load_inventory(inventory)
-    except InventoryError:
-        return None
-    return lab_of(targets, host)
 
 
 def script_preview(sp: SlurmPlan) -> str:

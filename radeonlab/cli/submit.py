@@ -92,9 +92,15 @@ def command(
     from radeonlab.jobs.plan.plan import plan_job
 
     inv = inventory_path(inventory)
-    from radeonlab.jobs.apply.slurm import slurm_lab_for
+    from radeonlab.errors import InventoryError
+    from radeonlab.jobs.apply.slurm import lab_of
+    from radeonlab.jobs.fleet.inventory import load_inventory
 
-    lab = slurm_lab_for(inv, host)
+    try:  # once for the whole command
+        targets = load_inventory(inv)
+    except InventoryError:
+        targets = None  # plan_job checks the spec first and then reports the inventory (README "bad inputs")
+    lab = None if targets is None else lab_of(targets, host)
     if lab is not None:  # radeonlab_scheduler: slurm (README "Slurm")
         if sweeps or follow:
             from radeonlab.errors import InputError
@@ -116,6 +122,7 @@ def command(
             allow_shared=allow_shared,
             ask_blobs=dry_run,
             say=say,
+            targets=targets,
         )
     except ChecksFailedError as exc:
         for problem in exc.problems:
