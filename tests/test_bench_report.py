@@ -262,4 +262,5 @@ def test_the_reduced_bench_runs_end_to_end(tmp_path: Path) -> None:
     assert hub["model"] == "radeonlab-sandbox/tiny-llama" and hub["link_mbit_s"] == 100.0
     assert hub["hub_bytes_first"] >= 0.99 * hub["model_bytes"]  # the first job downloaded the whole model
     assert hub["first_step_s"] == [hub["first"]["first_step_s"], hub["second"]["first_step_s"]]
+    assert result["watch"]["watcher_stopped"] == "exit 130 on SIGINT"  # Ctrl-C: stops watching, job runs on
     assert "provisioning" not in result and len(rows(result)) == 3 + 2 + 1 + 1

@@ -234,6 +234,13 @@ def _cpu_outside(host: SandboxHost, sessions: set[str]) -> float:
     return total / CLK_TCK
 
 
+def _interruptible() -> None:
+    """SIGINT as at a terminal: a bench started in the background (`... &` in a script, nohup) ignores SIGINT
+    and its children inherit that, so a Python child would never turn the SIGINT below into Ctrl-C (runs
+    before 21:30 UTC on 2026-12-03 recorded "no exit within 30 s of SIGINT" for this reason alone)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def bench_watch(host: SandboxHost, work: Path, env: Mapping[str, str], window_s: float) -> dict[str, Any]:
     """Host CPU of everything outside the job, over `window_s` without and then with `radeonlab watch`."""
     spec = write_spec(work, {"max_steps": LONG_STEPS, "save_steps": LONG_STEPS}, name="long.yaml")
@@ -254,7 +261,8 @@ def bench_watch(host: SandboxHost, work: Path, env: Mapping[str, str], window_s:
     idle = window()
     exe = str(Path(sys.executable).with_name("radeonlab"))
     watcher = subprocess.Popen([exe, "watch", job_id, "-i", INVENTORY], cwd=REPO, env=dict(env),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               preexec_fn=_interruptible)  # fmt: skip
     time.sleep(3)  # connected, first view drawn
     watching = window()
     watcher.send_signal(signal.SIGINT)
