@@ -9,7 +9,8 @@ nothing is missing):
   in   per file: {"sha256": HEX, "size": N, "offset": K}\\n then N-K raw bytes (K = resume from the .part)
   out  {"stored": [HEX...], "failed": {HEX: why}}                       after stdin ends
 A blob is stored as <BLOBS_DIR>/sha256/<HEX> only when the bytes hash to HEX: the hash is computed on the
-stream as it is written (a resumed .part's prefix is read once), so verifying costs no second read. Blobs
+stream as it is written (a resumed .part's prefix is read once), so verifying costs no second read, and
+flushed to disk while it arrives (writeback.py), so the closing fsync waits only for the tail. Blobs
 are read-only (0444): jobs share them by hard links. <BLOBS_DIR>/manifest.json remembers size and mtime of
 verified blobs, so "have" answers without re-hashing; an unknown or changed blob is re-hashed (a damaged
 one is deleted). Stdlib only.
@@ -22,6 +23,8 @@ import hashlib
 import json
 import os
 import sys
+
+from radeonlab.jobs.host.writeback import Writeback
 
 ALGORITHM = "sha256"
 BLOCK = 1 << 20
@@ -97,7 +100,7 @@ def receive_one(store: Store, stdin, digest: str, size: int, offset: int) -> str
     part = final + ".part"
     os.makedirs(store.dir, exist_ok=True)
     h = hashlib.sha256()
-    with open(part, "ab+") as f:
+    with open(part, "ab+") as f, Writeback(f.fileno()) as flushing:
         have = os.fstat(f.fileno()).st_size
         if offset > have:
             offset = 0  # the laptop's idea of the .part is stale: the bytes it sends would leave a hole
@@ -120,9 +123,10 @@ def receive_one(store: Store, stdin, digest: str, size: int, offset: int) -> str
                 return f"stream ended {left} bytes early; {part} is kept for resume"
             f.write(view[:n])
             h.update(view[:n])
+            flushing.wrote(n)
             left -= n
         f.flush()
-        os.fsync(f.fileno())
+        flushing.finish()
     if h.hexdigest() != digest:
         os.unlink(part)
         return f"sha256 mismatch: the bytes received hash to {h.hexdigest()}, not {digest}"

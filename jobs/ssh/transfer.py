@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
 from radeonlab.jobs.host.receive import sha256_of
+from radeonlab.jobs.host.writeback import Writeback
 from radeonlab.jobs.ssh.connection import Channel, Remote
 
 from radeonlab.errors import TransportError
@@ -292,7 +293,8 @@ def _receive_file(
     received = 0
     buf = bytearray(BLOCK)
     view = memoryview(buf)
-    with open(part, "ab+") as f:
+    # flushed to disk while the rest arrives (writeback.py): the closing fsync waits only for the tail
+    with open(part, "ab+") as f, Writeback(f.fileno()) as flushing:
         f.truncate(offset)
         f.seek(0)
         while prefix := f.read(min(BLOCK, offset - f.tell())):
@@ -306,6 +308,7 @@ def _receive_file(
                     raise TransportError("the stream ended")
                 f.write(view[:n])
                 h.update(view[:n])
+                flushing.wrote(n)
                 left -= n
                 received += n
                 if progress:
@@ -317,7 +320,7 @@ def _receive_file(
                 "resumes it"
             ) from None
         f.flush()
-        os.fsync(f.fileno())
+        flushing.finish()
     trailer = chan.read_json() or {}
     if trailer.get("sha256") != h.hexdigest():
         part.unlink()
