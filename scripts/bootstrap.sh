@@ -9,8 +9,9 @@ cd "$(dirname "$0")/.."
 
 # debootstrap builds the sandbox hosts; gnupg signs the simulated AMD apt repository; apt-utils has
 # apt-ftparchive; openssh-client talks to the hosts; sqlite3 is handy to read the job store; chromium is the
-# browser the dashboard's test drives headless (through the playwright package, never its own browser download).
-apt_packages=(debootstrap gnupg apt-utils openssh-client iproute2 util-linux sqlite3 curl chromium)
+# browser the dashboard's test drives headless (through the playwright package, never its own browser download);
+# tmux is the terminal the interactive tests (watch's panel, chat) type into and read back.
+apt_packages=(debootstrap gnupg apt-utils openssh-client iproute2 util-linux sqlite3 curl chromium tmux)
 missing=()
 for p in "${apt_packages[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -223,8 +223,6 @@ def tmux(*args: str) -> str:
 
 
 def test_interactive_chat_through_tmux_answers_two_turns_and_ends_on_ctrl_d(lab: Lab, trained: str) -> None:
-    if shutil.which("tmux") is None:
-        pytest.skip("tmux is not installed")
     session = f"after13-chat-{os.getpid()}"
     env = [arg for k, v in lab.env.items() for arg in ("-e", f"{k}={v}")]
     chat = shlex.join([EXE, "chat", trained, "-i", INVENTORY, "--max-new-tokens", "8"])

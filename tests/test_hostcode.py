@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import io
 import subprocess
@@ -11,9 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from radeonlab.jobs.host.launcher import code_problem
+from radeonlab.jobs.host import codecheck
+from radeonlab.jobs.host.codecheck import code_problem
 from radeonlab.jobs.ssh import hostcode
 
+from radeonlab.contract.jobdir import FILES
 from tests.hostjob import unpack_code
 
 CHECKOUT = Path(__file__).resolve().parents[1]
@@ -111,3 +114,14 @@ def test_code_problem_names_an_altered_a_missing_and_an_extra_file(tmp_path: Pat
         == "host/radeonlab/jobs/host/sitecustomize.py was not shipped by radeonlab"
     )
     assert code_problem(str(job), {}) == "job.json lists no host code digests"
+
+
+def test_the_early_check_imports_nothing_shipped_and_names_the_files_as_the_contract_does() -> None:
+    # codecheck spells the names out so that nothing shipped is imported before the check
+    names = (codecheck.JOB_FILE, codecheck.CODE_DIR, codecheck.SECRET_FILE, codecheck.LAUNCHER_LOG)
+    assert names == (FILES["job"], FILES["code"], FILES["env_secret"], FILES["launcher_log"])
+    tree = ast.parse(hostcode.files()["radeonlab/jobs/host/codecheck.py"])
+    top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    modules = [a.name for n in top if isinstance(n, ast.Import) for a in n.names]
+    modules += [n.module for n in top if isinstance(n, ast.ImportFrom)]
+    assert modules and not [m for m in modules if m and m.startswith("radeonlab")], modules

@@ -171,6 +171,30 @@ def test_changed_host_code_refuses_the_start(tmp_path: Path, venv: Path) -> None
     assert not (Path(job.root) / "seen.json").exists()  # the training never started
 
 
+def test_a_changed_module_never_runs_not_even_its_top_level_code(tmp_path: Path, venv: Path) -> None:
+    """The check comes before the launcher imports the supervisor: an edit there (or a half-copied file that
+    would not even compile) is refused with its name, and its code never runs; the secrets are deleted."""
+    job = make_job(jobs_dir(tmp_path), "code-20250101-000001-abcd")
+    ran = tmp_path / "ran"
+    Path(job.env_secret).write_text('{"MY_TOKEN": "x"}')
+    Path(job.env_secret).chmod(0o600)
+    edited = Path(job.code) / "radeonlab/jobs/host/supervisor.py"
+    edited.write_text(f"open({str(ran)!r}, 'w').close()\n" + edited.read_text())
+    assert run_launcher(job, venv) == 1
+    st = state_of(job)
+    assert st["end"] == EndReason.CODE_CHANGED.value and "supervisor.py differs" in st["reason"], st
+    assert not ran.exists() and not Path(job.env_secret).exists()
+    assert "refused to start: host/radeonlab/jobs/host/supervisor.py" in Path(job.launcher_log).read_text()
+
+    # the module that writes state.json changed: nothing of it runs; the refusal is in launcher.log only
+    job = make_job(jobs_dir(tmp_path), "code-20250101-000002-abcd")
+    edited = Path(job.code) / "radeonlab/jobs/host/process.py"
+    edited.write_text(f"open({str(ran)!r}, 'w').close()\n" + edited.read_text()[:200])  # cut short too
+    assert run_launcher(job, venv) == 1
+    assert not ran.exists() and state_of(job).get("state") != "running"
+    assert "refused to start: host/radeonlab/jobs/host/process.py" in Path(job.launcher_log).read_text()
+
+
 def test_detached_start_survives_parent_and_hostile_paths(tmp_path: Path, venv: Path, started) -> None:
     hostile = tmp_path / 'it\'s $(touch PWNED); `x` "q"'
     release = tmp_path / "release"

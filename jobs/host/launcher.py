@@ -10,19 +10,19 @@ SSH session and sees the profile.d environment (ROCm paths, HSA overrides).
     python3 -m radeonlab.jobs.host.launcher cancel JOB_DIR [--grace SECONDS]
     python3 -m radeonlab.jobs.host.launcher status JOB_DIR
 
-`run`, in order: check <job>/host against the digests the laptop recorded in job.json `code` (a changed file
-refuses the start, naming it); read env.secret and delete it at once, before waiting in line, so no secret
-stays on disk while the job waits or runs (the secrets then live in this process's memory only and every
-attempt the supervisor starts gets them; a `radeonlab resume` starts a new launcher, and the laptop writes
-env.secret again); wait in line for the GPU (jobs/host/gpu_queue.py); hand over to the supervisor
-(jobs/host/supervisor.py), which runs the attempts. state.json is written only through process.StateFile.
+`run`, in order: check <job>/host against the digests the laptop recorded in job.json `code` before importing
+any other shipped module (jobs/host/codecheck.py: a changed file refuses the start, naming it); read
+env.secret and delete it at once, before waiting in line, so no secret stays on disk while the job waits or
+runs (the secrets then live in this process's memory only and every attempt the supervisor starts gets them;
+a `radeonlab resume` starts a new launcher, and the laptop writes env.secret again); wait in line for the GPU
+(jobs/host/gpu_queue.py); hand over to the supervisor (jobs/host/supervisor.py), which runs the attempts.
+state.json is written only through process.StateFile.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import json
 import os
 import signal
@@ -30,6 +30,11 @@ import sys
 import time
 from collections.abc import Mapping
 from typing import Any
+
+if __name__ == "__main__":  # first: a shipped module that changed must not run, not even on import
+    from radeonlab.jobs.host.codecheck import refuse_changed_code
+
+    refuse_changed_code(sys.argv[1:])
 
 from radeonlab.jobs.host import gpu_queue, supervisor
 from radeonlab.jobs.host.process import EXIT_LOCKED, StateFile, now, stop_group
@@ -54,34 +59,6 @@ SLURM_TORCHRUN_KEYS = (
 # ... and the allocation's node names in SLURM_NODEID order (comma-separated), set by the batch script.
 SLURM_NODES_ENV = "RADEONLAB_SLURM_NODES"
 CANCEL_SETTLE_S = 5.0  # after the group is gone, how long cancel waits for the launcher's final write
-
-
-def code_problem(job_dir: str, code: dict) -> str | None:
-    """Which file of <job>/host differs from the digests in job.json `code`, or None when all match.
-
-    Guards against a job running code other than what the laptop shipped (an edited or half-copied file);
-    README "What radeonlab trusts" says what it does not guard against."""
-    expected: dict[str, str] = dict(code.get("files") or {})
-    root = os.path.join(job_dir, FILES["code"])
-    if not expected:
-        return "job.json lists no host code digests"
-    found = set()
-    for folder, _, names in os.walk(root):
-        for name in names:
-            if name.endswith(".pyc"):
-                continue
-            found.add(os.path.relpath(os.path.join(folder, name), root))
-    for rel in sorted(found - set(expected)):
-        return f"host/{rel} was not shipped by radeonlab"
-    for rel, want in sorted(expected.items()):
-        try:
-            with open(os.path.join(root, rel), "rb") as f:
-                got = hashlib.sha256(f.read()).hexdigest()
-        except OSError:
-            return f"host/{rel} is missing"
-        if got != want:
-            return f"host/{rel} differs from what radeonlab shipped (sha256 {got[:16]}, expected {want[:16]})"
-    return None
 
 
 def read_secrets(job_dir: str) -> tuple[dict[str, str], str | None]:
@@ -168,9 +145,6 @@ def run(
     if resume:  # `radeonlab resume` of a cancelled job: the old request is done with
         with contextlib.suppress(FileNotFoundError):
             os.unlink(os.path.join(job_dir, FILES["cancel_marker"]))
-    problem = code_problem(job_dir, job.code)
-    if problem:
-        return states.finish(EndReason.CODE_CHANGED, f"refused to start: {problem}")
     if secret_problem:
         return states.finish(EndReason.SECRETS_REFUSED, secret_problem)
     if os.path.exists(os.path.join(job_dir, FILES["cancel_marker"])):

@@ -102,7 +102,7 @@ def watch_job(job_ref: str, inventory: str, host: str | None, as_json: bool = Fa
             json.dumps(
                 {
                     "id": handle.id,
-                    "end": True,
+                    "final": True,  # the last line; "end" is the state's end reason
                     **state.to_dict(),
                     "effective_tokens_per_s": eff,
                     "tokens_per_s": prog.tokens_per_s if prog else None,
