@@ -94,6 +94,10 @@ def test_install_runs_only_when_the_venv_differs_from_the_lock() -> None:
         "torch missing",
         "peft 0.18.0 != 0.18.1",
     ]
+    # PyPI's CPU build of the same release is not the locked ROCm build: it is replaced (issue 18)
+    assert stack_lock.install_reasons(pins, {**installed, "torch": "2.13.0+cpu"}) == [
+        "torch 2.13.0+cpu != 2.13.0+rocm10.0.0"
+    ]
 
 
 # --- the lock builder over test-made wheels ---------------------------------------------------------------
