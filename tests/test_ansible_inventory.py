@@ -30,6 +30,8 @@ SANDBOX_DATA = {  # what radeonlab.sandbox's apt repo and wheel index set (aptre
     "rocm_coresdk_repo_url": "http://127.0.0.1:9/amd/rocm/packages",
     "rocm_coresdk_multiarch_repo_url": "http://127.0.0.1:9/amd/rocm/packages-multi-arch",
     "rocm_coresdk_key_url": "http://127.0.0.1:9/amd/rocm/packages/gpg/rocm.gpg",
+    "rocm_coresdk_family_key_url": "http://127.0.0.1:9/amd/rocm/packages/gpg/rocm.gpg",
+    "rocm_coresdk_origin": "repo.amd.com",
     "pytorch_index_url": "http://127.0.0.1:9/pypi/simple",
     "python_stack_index_url": "http://127.0.0.1:9/pypi/simple",
 }
@@ -144,9 +146,10 @@ def test_targets_gpu_env_and_pip_steps_are_the_roles_for_the_hosts_torch_build()
     off = FILTERS["radeonlab_gpu_env"](GPU_FACT, {**SETTINGS, "gpu_env_aotriton_experimental": False})
     assert "TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL" not in off["exports"]
     steps = FILTERS["radeonlab_pip_steps"](SETTINGS, targets)
-    want = stack_plan.pip_steps(SETTINGS, str(SETTINGS["rocm_version"]), {}, targets)
-    assert steps == [{"packages": s.packages, "pip_args": s.pip_args} for s in want]
+    request = stack_plan.torch_request(SETTINGS, str(SETTINGS["rocm_version"]), targets)
+    assert steps[0]["packages"] == request.requirements  # the role's torch, with its device extras
     assert any("gfx1031" in p for p in steps[0]["packages"]), steps[0]  # AMD's device extra per target
+    assert steps[1]["packages"] == STACK_DEFAULTS["python_stack_requirements"]
     assert steps[-1]["packages"] == ["llamafactory==0.9.5"] and "--no-deps" in steps[-1]["pip_args"]
 
 

@@ -4,6 +4,8 @@ every distribution x stream x layout, compared with AMD's published instructions
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from pyinfra.api.exceptions import DeployError
 from radeonlab.roles.python_stack.defaults import PYTORCH_ROCM_PAIRING, torch_pairing
@@ -30,16 +32,31 @@ DISTROS = {  # os-release -> AMD's Core SDK directory, the legacy suite (None: A
     "debian13": (fact("Debian", 13, 0, "trixie"), "noble"),
 }
 
-# AMD's install selector for the 7.13 Core SDK (hanzoai/ROCm, a fork of ROCm/ROCm,
-# docs/install/include/200-install.rst @354e0c70), Ubuntu 24.04, "all GPUs" and "Radeon":
+# AMD's install selector for ROCm 10.0 (ROCm/rocm-docs docs/install/include/200-install.rst @0c31064a),
+# Ubuntu 24.04, "all GPUs" and "Radeon" alike (the same for ubuntu2604, ubuntu2204, debian13, debian12):
+#   wget https://stable.repo.amd.com/rocm/gpg/packages.gpg -O - | \
+#       gpg --dearmor | sudo tee /etc/apt/keyrings/amdrocm.gpg > /dev/null
+#   sudo tee /etc/apt/sources.list.d/amdrocm-stable.sources << EOF
+#   X-Repo-Id: amdrocm-stable
+#   Types: deb
+#   URIs: https://stable.repo.amd.com/rocm/core/packages/ubuntu2404/
+#   Suites: stable
+#   Components: main
+#   Architectures: amd64
+#   Signed-By: /etc/apt/keyrings/amdrocm.gpg
+#   Enabled: yes
+#   EOF
+#   sudo apt install amdrocm10.0-gfx1100      (one per exact target)      sudo apt install amdrocm10.0  (all)
+# The role writes the same source as a one-line entry: URI, suite, component, architecture and keyring.
+AMD_10_0 = {"key": "https://stable.repo.amd.com/rocm/gpg/packages.gpg", "uri": "https://stable.repo.amd.com/rocm/core/packages/{distro}/"}
+# The per-family repository: AMD's 7.13 selector (hanzoai/ROCm, a fork of ROCm/ROCm,
+# docs/install/include/200-install.rst @354e0c70), "Radeon":
 #   wget https://repo.amd.com/rocm/packages/gpg/rocm.gpg -O - | \
 #       gpg --dearmor | sudo tee /etc/apt/keyrings/amdrocm.gpg > /dev/null
-#   deb [arch=amd64 signed-by=/etc/apt/keyrings/amdrocm.gpg] https://repo.amd.com/rocm/packages-multi-arch/ubuntu2404 stable main
 #   deb [arch=amd64 signed-by=/etc/apt/keyrings/amdrocm.gpg] https://repo.amd.com/rocm/packages/ubuntu2404 stable main
-# (the same lines for ubuntu2604, ubuntu2204, debian13, debian12). Packages, AMD's 10.0 selector
-# (ROCm/rocm-docs docs/install/include/200-install.rst @0c31064a):
-#   sudo apt install amdrocm10.0-gfx1100      (one per exact target)      sudo apt install amdrocm10.0  (all)
-AMD_LINE = "deb [arch=amd64 signed-by=/etc/apt/keyrings/amdrocm.gpg] https://repo.amd.com/rocm/{layout}/{distro} stable main"
+AMD_FAMILY = {"key": "https://repo.amd.com/rocm/packages/gpg/rocm.gpg", "uri": "https://repo.amd.com/rocm/packages/{distro}"}
+AMD_SOURCES = {"multi-arch": AMD_10_0, "family": AMD_FAMILY}
+ORIGINS = {"multi-arch": "stable.repo.amd.com", "family": "repo.amd.com"}  # the host, assumed as Origin
 # The legacy stream (ROCm/rocm-install-on-linux native-install/ubuntu, rocm-facts.md):
 #   deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/rocm/apt/7.2.4 noble main
 #   deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/graphics/7.2.4/ubuntu noble main
@@ -48,7 +65,6 @@ LEGACY_LINES = [
     "deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/rocm/apt/7.2.4 {suite} main",
     "deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/graphics/7.2.4/ubuntu {suite} main",
 ]  # fmt: skip
-LAYOUT_DIRS = {"multi-arch": "packages-multi-arch", "family": "packages"}
 GPUS = ["gfx1100", "gfx1201"]  # a mixed host: RX 7900 XTX + RX 9070 XT
 PACKAGES = {
     "multi-arch": ["amdrocm10.0-gfx1100", "amdrocm10.0-gfx1201"],
@@ -62,17 +78,21 @@ def test_core_sdk_every_distro_and_layout(distro: str, layout: str) -> None:
     codename = repos.check_supported("ws1", repos.distro_from_fact(DISTROS[distro][0]))
     d = data(rocm_coresdk_layout=layout)
     repos.check_request(d, codename)  # served: no error
-    assert repos.coresdk_sources(d, codename) == [AMD_LINE.format(layout=LAYOUT_DIRS[layout], distro=distro)]
-    assert d["rocm_coresdk_key_url"] == "https://repo.amd.com/rocm/packages/gpg/rocm.gpg"
-    assert d["rocm_coresdk_keyring"] == "/etc/apt/keyrings/amdrocm.gpg"
+    source = repos.apt_source(d, codename)  # what the role writes
+    amd = AMD_SOURCES[layout]
+    ((line,),) = [source.lines]
+    m = re.fullmatch(r"deb \[arch=(\S+) signed-by=(\S+)\] (\S+) (\S+) (\S+)", line)
+    assert m is not None, line
+    arch, keyring, uri, suite, component = m.groups()
+    assert (arch, keyring, suite, component) == ("amd64", "/etc/apt/keyrings/amdrocm.gpg", "stable", "main")
+    assert uri.rstrip("/") == amd["uri"].format(distro=distro).rstrip("/"), uri
+    assert (source.key_url, source.keyring) == (amd["key"], keyring)
     assert repos.coresdk_packages(d, GPUS) == PACKAGES[layout]
-    assert repos.stream_files("coresdk") == {
-        "list": "/etc/apt/sources.list.d/amdrocm.list",
-        "pin": "/etc/apt/preferences.d/amdrocm-pin-600",
-    }
-    assert (
-        repos.pin(d["rocm_coresdk_origin"]) == "Package: *\nPin: release o=repo.amd.com\nPin-Priority: 600\n"
+    assert (source.list_path, source.pin_path) == (
+        "/etc/apt/sources.list.d/amdrocm.list",
+        "/etc/apt/preferences.d/amdrocm-pin-600",
     )
+    assert source.pin == f"Package: *\nPin: release o={ORIGINS[layout]}\nPin-Priority: 600\n"
     assert repos.version_file(d) == "/opt/rocm/core-10.0/.info/version"
     assert repos.ld_paths(d) == ["/opt/rocm/lib"]
 

@@ -72,6 +72,8 @@ class AptRepoInfo:
             "rocm_coresdk_repo_url": f"{amd}/rocm/packages",
             "rocm_coresdk_multiarch_repo_url": f"{amd}/rocm/packages-multi-arch",
             "rocm_coresdk_key_url": f"{amd}/rocm/packages/gpg/rocm.gpg",
+            "rocm_coresdk_family_key_url": f"{amd}/rocm/packages/gpg/rocm.gpg",
+            "rocm_coresdk_origin": config.APT_ORIGIN_CORESDK,  # its Release files' Origin (loopback host)
         }
 
 

@@ -59,7 +59,8 @@ STANDIN_COMPONENT_VERSIONS = {  # <upstream>.<ROCm libpatch> is prepended by apt
 AMDGPU_DKMS_VERSION = "1:6.16.13.30300000-{build}{suffix}"  # driver 6.16.13 seen with ROCm 7.2 (gpustack)
 
 # ROCm Core SDK stream, installed under /opt/rocm/core-<ver>, in AMD's two layouts: per family
-# (repo.amd.com/rocm/packages/<distro>) and multi-arch (repo.amd.com/rocm/packages-multi-arch/<distro>).
+# (repo.amd.com/rocm/packages/<distro>) and per target (stable.repo.amd.com/rocm/core/packages/<distro>,
+# served here under packages-multi-arch/<distro>: the product takes each repository's URL from its settings).
 # Releases, distros, families and targets are the product's own data (roles/rocm/releases.py).
 CORESDK_VERSIONS = ("7.14", "10.0")
 CORESDK_DISTROS = ("ubuntu2204", "ubuntu2404", "ubuntu2604", "debian12", "debian13")
@@ -69,7 +70,7 @@ CORESDK_LAYOUT_DIRS = {"family": "packages", "multi-arch": "packages-multi-arch"
 APT_COMPONENT = "main"
 APT_ARCH = "amd64"
 APT_ORIGIN_LEGACY = "repo.radeon.com"  # so the product's `Pin: release o=repo.radeon.com` applies
-APT_ORIGIN_CORESDK = "repo.amd.com"
+APT_ORIGIN_CORESDK = "repo.amd.com"  # both layouts here; the product pins the Origin the settings name
 APT_LABEL = "radeonlab SIMULATED repository (stand-in packages, not AMD's)"
 APT_KEY_UID = "radeonlab SIMULATED AMD repository key (test only) <simulated-apt@radeonlab.invalid>"
 

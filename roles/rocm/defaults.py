@@ -40,16 +40,19 @@ DEFAULTS: dict[str, object] = {
     "rocm_coresdk_layout": "multi-arch",
     # true: the all-targets package amdrocm<ver> instead of one package per detected target (more disk).
     "rocm_coresdk_all_targets": False,
-    "rocm_coresdk_key_url": "https://repo.amd.com/rocm/packages/gpg/rocm.gpg",  # [S2]: both layouts
+    # multi-arch layout: AMD's 10.0 install selector [S1], one repository for the per-target packages
+    # (amdrocm10.0-gfx1100) and the all-targets one (amdrocm10.0): + /<distro>/ stable main, and its key.
+    "rocm_coresdk_multiarch_repo_url": "https://stable.repo.amd.com/rocm/core/packages",
+    "rocm_coresdk_key_url": "https://stable.repo.amd.com/rocm/gpg/packages.gpg",
     "rocm_coresdk_keyring": "/etc/apt/keyrings/amdrocm.gpg",
-    "rocm_coresdk_repo_url": "https://repo.amd.com/rocm/packages",  # family layout: + /<distro> stable main
-    # multi-arch layout: + /<distro> stable main. AMD's 10.0 selector [S1] also shows
-    # https://stable.repo.amd.com/rocm/core/packages (key .../rocm/gpg/packages.gpg): set both URLs to use it.
-    "rocm_coresdk_multiarch_repo_url": "https://repo.amd.com/rocm/packages-multi-arch",
+    # family layout: the 7.13 selector's per-family repository [S2] (amdrocm<ver>-gfx110x) and its key.
+    "rocm_coresdk_repo_url": "https://repo.amd.com/rocm/packages",  # + /<distro> stable main
+    "rocm_coresdk_family_key_url": "https://repo.amd.com/rocm/packages/gpg/rocm.gpg",
     "rocm_coresdk_suite": "stable",
-    # The pin's o=: AMD's Release files were not read here (no access); the host name is assumed as Origin,
-    # as repo.radeon.com's is. Check with `apt-cache policy` on a real host and set this if it differs.
-    "rocm_coresdk_origin": "repo.amd.com",
+    # The pin's o=; empty: the host name of the repository in use. AMD's Release files were not read here
+    # (no access): the host name is assumed as Origin, as repo.radeon.com's is. Check with
+    # `apt-cache policy` on a real host and set this if it differs.
+    "rocm_coresdk_origin": "",
     "rocm_coresdk_dirs": dict(releases.CORE_SDK_DISTROS),
     "rocm_coresdk_target_template": "amdrocm{version}-{gfx}",  # multi-arch: amdrocm10.0-gfx1100
     "rocm_coresdk_all_targets_template": "amdrocm{version}",  # multi-arch, every target: amdrocm10.0

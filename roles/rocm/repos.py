@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from pyinfra.api.exceptions import DeployError
 from radeonlab.roles.gpu.cards import version_tuple
@@ -88,11 +89,13 @@ def legacy_sources(data: Mapping[str, Any], codename: str) -> list[str]:
 
 def coresdk_sources(data: Mapping[str, Any], codename: str) -> list[str]:
     """The line of /etc/apt/sources.list.d/amdrocm.list for the Core SDK stream, in the chosen layout."""
-    base = data[
-        "rocm_coresdk_multiarch_repo_url" if _layout(data) == "multi-arch" else "rocm_coresdk_repo_url"
-    ]
-    url = f"{str(base).rstrip('/')}/{data['rocm_coresdk_dirs'][codename]}"
+    url = f"{_coresdk_base(data).rstrip('/')}/{data['rocm_coresdk_dirs'][codename]}"
     return [_deb(data["rocm_coresdk_keyring"], url, data["rocm_coresdk_suite"])]
+
+
+def _coresdk_base(data: Mapping[str, Any]) -> str:
+    layout = _layout(data)
+    return str(data["rocm_coresdk_multiarch_repo_url" if layout == "multi-arch" else "rocm_coresdk_repo_url"])
 
 
 def _layout(data: Mapping[str, Any]) -> str:
@@ -186,11 +189,10 @@ def apt_source(data: Mapping[str, Any], codename: str) -> AptSource:
         keyring, key_url, origin = data["rocm_keyring"], data["rocm_key_url"], data["rocm_origin"]
         lines, comment = legacy_sources(data, codename), f"ROCm {data['rocm_version']} (legacy stream)"
     else:
-        keyring, key_url, origin = (
-            data["rocm_coresdk_keyring"],
-            data["rocm_coresdk_key_url"],
-            data["rocm_coresdk_origin"],
-        )
+        family = _layout(data) == "family"
+        keyring = data["rocm_coresdk_keyring"]
+        key_url = data["rocm_coresdk_family_key_url" if family else "rocm_coresdk_key_url"]
+        origin = data["rocm_coresdk_origin"] or urlsplit(_coresdk_base(data)).hostname
         lines = coresdk_sources(data, codename)
         comment = f"ROCm {data['rocm_version']} (coresdk stream, {_layout(data)} layout)"
     paths = stream_files(stream)
