@@ -86,11 +86,22 @@ def radeonlab_rocm_packages(settings: Mapping[str, Any], gfx_targets: Sequence[s
 
 
 def radeonlab_pip_steps(settings: Mapping[str, Any], gfx_targets: Sequence[str]) -> list[dict[str, Any]]:
-    """The python_stack role's pip installs for an empty venv and these training targets (AMD's wheels: a
-    device extra each); Ansible's pip module itself skips a step whose packages are already installed."""
+    """The stack in three pip installs, as an Ansible playbook would write them (the product installs the
+    same pins from its hash lock in one): torch as the python_stack role asks for it for these training
+    targets (AMD's wheels: a device extra each) from the torch index, the requirements, then llamafactory
+    without its dependencies. Ansible's pip module itself skips a step whose packages are installed."""
     data = _plain(settings)
-    steps = stack_plan.pip_steps(data, str(data["rocm_version"]), {}, sorted({t for t in gfx_targets if t}))
-    return [{"packages": s.packages, "pip_args": s.pip_args} for s in steps]
+    rocm = str(data["rocm_version"])
+    request = stack_plan.torch_request(data, rocm, sorted({t for t in gfx_targets if t}))
+    torch_args = ["--index-url", stack_plan.torch_index_url(data, rocm)]
+    for link in data["pytorch_find_links"]:
+        torch_args += ["--find-links", str(link)]
+    index = ["--index-url", str(data["python_stack_index_url"])]
+    return [
+        {"packages": request.requirements, "pip_args": torch_args},
+        {"packages": list(data["python_stack_requirements"]), "pip_args": index},
+        {"packages": [f"llamafactory=={data['llamafactory_version']}"], "pip_args": ["--no-deps", *index]},
+    ]
 
 
 def radeonlab_device_nodes_command(patterns: Sequence[str]) -> str:
