@@ -449,6 +449,10 @@ def test_four_jobs_on_three_gpus_through_radeonlab(clean: Lab, runner: Runner) -
     assert live == {j.name for j in lab.jobs().values() if j.state in ("PENDING", "RUNNING")}
     assert {listed[i]["host"] for i in longs} == set(CARDS)
     assert listed[bf16_id]["state"] == "queued" and "pending (Resources)" in listed[bf16_id]["reason"]
+    # ... and so does `fleet`: the running jobs on their nodes, the pending one where it is staged
+    views = json.loads(runner.cli("fleet", "-i", INVENTORY, "--json").stdout)
+    assert {i for v in views for i in [*v["running"], *v["queued"]]} == live, views
+    assert {v["host"] for v in views if bf16_id in v["queued"]} <= set(CARDS)
 
     # a GPU frees on the RX 6700 XT: the bf16 job does not take it
     cancelled = runner.cli("cancel", on["slurm-6700"], "-i", INVENTORY)

@@ -42,6 +42,7 @@ class HostView:
     jobs: list[dict[str, Any]] = field(default_factory=list)  # jobs/host/probe.py job summaries
     seconds: float | None = None
     slurm: str = ""  # what Slurm says of the host (jobs/fleet/slurm.py), in a Slurm lab
+    slurm_pending: frozenset[str] = frozenset()  # job ids Slurm holds pending (staged here, not started)
 
     @property
     def provisioned(self) -> bool:
@@ -52,6 +53,13 @@ class HostView:
 
     def live_jobs(self, state: JobState) -> list[dict[str, Any]]:
         return [j for j in self.jobs if j["state"].get("state") == state.value and j["alive"]]
+
+    @property
+    def queued(self) -> list[str]:
+        """Jobs waiting here: in the host's own GPU queue (a live launcher), or staged here for a job Slurm
+        holds pending (no launcher until Slurm starts it, on this node or another candidate)."""
+        waiting = [j for j in self.jobs if j["state"].get("state") == JobState.QUEUED.value]
+        return [j["id"] for j in waiting if j["alive"] or j["id"] in self.slurm_pending]
 
     @property
     def stale(self) -> list[str]:
@@ -91,7 +99,7 @@ class HostView:
             "rocm": (record.get("rocm") or {}).get("installed"),
             "torch": (record.get("torch") or {}).get("version"),
             "running": [j["id"] for j in self.live_jobs(JobState.RUNNING)],
-            "queued": [j["id"] for j in self.live_jobs(JobState.QUEUED)],
+            "queued": self.queued,
             "stale": self.stale,
             "seconds": self.seconds,
             "slurm": self.slurm,

@@ -39,11 +39,12 @@ def command(inventory: str | None, limit: str | None, timeout: float, as_json: b
 
     targets = select_hosts(load_inventory(inventory_path(inventory)), limit_value(limit))
     views = probe_hosts(targets, timeout)
-    from radeonlab.jobs.fleet.slurm import slurm_words
+    from radeonlab.jobs.fleet.slurm import slurm_says
 
-    said = slurm_words(load_inventory(inventory_path(inventory)))  # the whole inventory: its controller
+    said = slurm_says(load_inventory(inventory_path(inventory)))  # the whole inventory: its controller
     for view in views:
-        view.slurm = said.get(view.name, "")
+        view.slurm = said.words.get(view.name, "")
+        view.slurm_pending = said.pending
     if as_json:
         echo_json([v.to_dict() for v in views])
     else:

@@ -142,7 +142,7 @@ def fleet_table(views: Sequence[Any]) -> Table:
                 + [f"{j} (stale: process gone)" for j in v.stale]
             )
             or "-",
-            str(sum(1 for j in v.jobs if j["state"].get("state") == "queued" and j["alive"])),
+            str(len(v.queued)),
             *(c(v) for c in slurm_cell),
         )
     return table
