@@ -252,6 +252,13 @@ def test_an_inventory_without_hosts_says_so(work: Work, extra: tuple[str, ...]) 
     assert last == f"radeonlab: error: {work.inventory}: the inventory has no hosts"
 
 
+def test_slurm_without_a_controller_group_is_one_line_before_ssh(work: Work) -> None:
+    work.inventory.write_text(CLOSED_INVENTORY.replace('"lab"}', '"lab", "radeonlab_scheduler": "slurm"}'))
+    last = refused(work.submit())
+    assert last.startswith("radeonlab: error: radeonlab_scheduler is slurm for ws1 but the inventory has no "
+                           "slurm_controller group"), last  # fmt: skip
+
+
 @pytest.mark.parametrize("verb", ["status", "cancel", "logs", "fetch", "watch"])
 def test_a_hostile_job_id_is_refused_before_ssh(work: Work, verb: str) -> None:
     last = refused(work.cli(verb, f"../../etc; {HOSTILE}", "-i", str(work.inventory)))

@@ -253,3 +253,31 @@ def test_an_untranslated_library_error_shows_its_traceback_only_with_debug(
     assert debug.exit_code == EXIT_FAILURE
     assert "Traceback (most recent call last)" in debug.stderr and "in broken\n" in debug.stderr
     assert debug.stderr.strip().splitlines()[-1] == line
+
+
+# --- README's verb table is the CLI's ----------------------------------------------------------------------
+def readme_verb_rows() -> dict[str, list[str]]:
+    """README "The CLI": verb -> its row's cells (verb, hosts, --json, exit status)."""
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = text.split("| verb | hosts | `--json` |", 1)[1].split("\n\n", 1)[0]
+    rows = {}
+    for line in table.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split(" | ")]
+        rows[cells[0].strip("`").split()[0]] = cells
+    return rows
+
+
+def test_the_readme_verb_table_names_every_verb_with_the_options_it_says() -> None:
+    rows = readme_verb_rows()
+    assert sorted(rows) == sorted(VERBS)
+    for verb, (_, hosts, as_json, _) in rows.items():
+        # a group's options are its subcommands' (`models pull|list|rm`)
+        shown = cli(*verb.split(), *(["list"] if verb == "models" else []), "--help").stdout
+        if "--limit" in hosts:
+            assert "--limit" in shown, verb
+        if "--host" in hosts:
+            assert "--host" in shown, verb
+        if as_json.startswith(("yes", "JSON lines", "with")):
+            assert "--json" in shown, verb
+        elif as_json == "no":
+            assert "--json" not in shown, verb

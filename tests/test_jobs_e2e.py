@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 from radeonlab.jobs.host.metrics import parse_line
 
@@ -299,15 +300,22 @@ def test_dry_run_prints_the_plan_changes_nothing_then_the_same_spec_runs_as_plan
     assert re.search(rf"to send: {size:,} bytes", text), text  # only the changed dataset: the model is there
     assert "VRAM estimate: fits" in text and "queue: the GPU is free" in text, text
     planned = json.loads(cli(lab, "submit", str(spec), "-i", INVENTORY, "--host", HOST, "--dry-run",
-                             "--json").stdout)  # fmt: skip
-    assert planned["nodes"][0]["bytes_to_send"] == size and planned["nodes"][0]["precision"] == "fp32"
+                             "--json", "learning_rate=1e-3").stdout)  # fmt: skip
+    node = planned["nodes"][0]
+    assert node["bytes_to_send"] == size and node["precision"] == "fp32"
     assert host_listing(lab.host, BLOBS_DIR) == blobs and host_listing(lab.host, JOBS_DIR) == jobs
-    job_id, out = submit(lab, spec)
-    assert f"sent {size / 1000:.1f} KB" in out, out
-    config = lab.host.exec(["cat", f"{JOBS_DIR}/{job_id}/config.yaml"]).stdout
-    assert (
-        "include_num_input_tokens_seen: true" in config and "output_dir: /home/lab/radeonlab/jobs/" in config
-    )
+    done = cli(lab, "submit", str(spec), "-i", INVENTORY, "--host", HOST, "learning_rate=1e-3")
+    assert done.exit_code == 0, done.output
+    job_id = re.search(r"submitted (\S+) to", done.stdout).group(1)  # type: ignore[union-attr]
+    assert f"sent {size / 1000:.1f} KB" in done.output, done.output
+    # as planned: the host, the GPU, the rendered keys (the override's too), the precision
+    record = json.loads(lab.host.exec(["cat", f"{JOBS_DIR}/{job_id}/job.json"]).stdout)
+    assert record["host"] == node["host"] == HOST and record["gpus"] == [g["index"] for g in node["gpus"]]
+    assert record["overrides"] == planned["overrides"] == {"learning_rate": "1e-3"}, record["overrides"]
+    config = yaml.safe_load(lab.host.exec(["cat", f"{JOBS_DIR}/{job_id}/config.yaml"]).stdout)
+    assert config["include_num_input_tokens_seen"] is True and config["output_dir"].startswith(JOBS_DIR)
+    assert float(config["learning_rate"]) == 1e-3
+    assert not any(config.get(k) for k in ("bf16", "fp16", "pure_bf16")), config  # fp32, as planned
     assert cli(lab, "watch", job_id, "-i", INVENTORY).exit_code == 0
 
 

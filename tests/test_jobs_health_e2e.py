@@ -240,6 +240,8 @@ def test_a_busy_gpu_queues_fifo_on_the_host_and_cancel_works_while_queued(lab: L
     second = re.search(r"submitted (\S+) to \S+: queued \(waiting: GPU 0 is in use by (\S+)\)", out.stdout)
     assert second and second.group(2) == first, out.stdout
     second_id = second.group(1)
+    planned = cli(lab, "submit", str(short), "-i", INVENTORY, "--host", HOST, "--dry-run")
+    assert planned.exit_code == 0 and "queue: 2 job(s) on that GPU now" in planned.stdout, planned.output
     third = submit(lab, short)
     listed = {r["id"]: r["state"] for r in json.loads(cli(lab, "list", "-i", INVENTORY, "--json").stdout)}
     assert (listed[first], listed[second_id], listed[third]) == ("running", "queued", "queued")

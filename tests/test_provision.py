@@ -202,7 +202,8 @@ def test_cpu_torch_fails_verify_unless_the_inventory_allows_it_and_submit_refuse
 
         spec = demo.write_job_folder(tmp_path, {"max_steps": 2})
         spec.write_text(spec.read_text() + "bf16: true\n")
-        jobs_before = h.exec("ls -A /home/lab/radeonlab/jobs 2>/dev/null || true").stdout
+        on_host = "find /home/lab/radeonlab/jobs /home/lab/radeonlab/blobs 2>/dev/null | sort"
+        jobs_before = h.exec(on_host).stdout
         submitted = subprocess.run(
             [str(Path(sys.executable).with_name("radeonlab")), "submit", str(spec), "-i",
              str(REPO / "inventories/sandbox.py"), "--host", h.name],
@@ -213,7 +214,7 @@ def test_cpu_torch_fails_verify_unless_the_inventory_allows_it_and_submit_refuse
         assert "verification failed: torch" in submitted.stderr, submitted.stderr
         assert reason in submitted.stderr, submitted.stderr
         print(f"submit bf16 to it: {submitted.stderr.strip()}")
-        assert h.exec("ls -A /home/lab/radeonlab/jobs 2>/dev/null || true").stdout == jobs_before  # no upload
+        assert h.exec(on_host).stdout == jobs_before  # no job folder, no uploaded blob
     finally:
         allowed = run_verify(provisioned.sandbox, h)  # the inventory's own setting again
     assert allowed.returncode == 0, allowed.stderr[-3000:]
