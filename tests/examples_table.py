@@ -8,8 +8,8 @@ produced by the checks, never typed by hand. Each example is checked as `radeonl
 --dataset-dir <its data folder>` would (the fixture's data/ plus the demo files it lacked), with no host:
 errors are refusals; what the config needs installed beyond the pinned stack is listed (submit refuses a
 host without it). The last column says whether the sandbox (CPU torch, the tiny local model, the pinned
-stack, local demo data) has everything the example needs, so it could run it with the model swapped;
-which ones actually run end to end is decided elsewhere.
+stack, local demo data) has everything the example needs; tests/test_lf_examples_e2e.py runs each of those
+on a SIMULATED workstation with the model swapped.
 """
 
 from __future__ import annotations

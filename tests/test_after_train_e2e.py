@@ -272,6 +272,22 @@ def test_files_a_config_points_at(lab: Lab, trained: str) -> None:
     assert refused.exit_code == 2, refused.output
     assert "lacks what ds.yaml needs: `deepspeed` needs deepspeed>=0.9.3" in refused.stderr
     assert "python_stack_extras: [deepspeed]" in refused.stderr and "nothing uploaded" in refused.stderr
+    # On a host that has deepspeed (its record says so: the sandbox cannot install a GPU build), the plan
+    # uploads the file content-addressed and points the rendered config at the host's copy.
+    record_file = lab.host.root / "etc/radeonlab/host.json"
+    kept = record_file.read_text()
+    record = json.loads(kept)
+    record["packages"] = {**record["packages"], "deepspeed": "0.19.8"}
+    try:
+        record_file.write_text(json.dumps(record))
+        planned = run_json(lab, "submit", str(with_ds), "--host", HOST, "--dry-run")
+    finally:
+        record_file.write_text(kept)
+    (node,) = planned["nodes"]
+    (upload,) = [u for u in node["uploads"] if u["local"].endswith("ds_z0.json")]
+    assert upload["dest"].endswith("inputs/deepspeed/ds_z0.json"), upload
+    rendered = node["changes"]["deepspeed"]["rendered"]
+    assert rendered.startswith(node["job_dir"]) and rendered.endswith("inputs/deepspeed/ds_z0.json"), rendered
     missing = lab.spec("ds-missing.yaml", {"max_steps": 2}, "deepspeed: ds_z3.json\n")
     refused = cli(lab, "submit", str(missing), "--host", HOST)
     assert refused.exit_code == 2
