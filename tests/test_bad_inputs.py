@@ -12,11 +12,9 @@ before and after (only radeonlab's host code cache may appear: reading the host 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -184,19 +182,18 @@ def test_a_50mb_single_line_is_checked_in_bounded_memory(work: Work, kind: str) 
 
 
 def run_measured(argv: list[str], timeout_s: float) -> tuple[int, str, float]:
-    """(exit code, stdout and stderr, peak RSS in MB) of one command, its peak from its own rusage (wait4):
-    RUSAGE_CHILDREN is the largest of every child the session has reaped so far (on CI: ansible's)."""
-    with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-        guard = threading.Timer(timeout_s, proc.kill)  # a reader stuck on the line fails, it does not hang
-        guard.start()
-        try:
-            _pid, status, usage = os.wait4(proc.pid, 0)
-        finally:
-            guard.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
-        out.seek(0)
-        return proc.returncode, out.read().decode(errors="replace"), usage.ru_maxrss / 1024  # KiB
+    """(exit code, stdout and stderr, peak RSS in MB) of one command, its peak measured by tests/peak_rss.py
+    (a process's own rusage counts the copy of its parent it was before exec: here, the test session)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        peak = Path(tmp) / "peak"
+        wrapped = [sys.executable, str(Path(__file__).with_name("peak_rss.py")), str(peak), *argv]
+        try:  # a reader stuck on the line fails, it does not hang
+            done = subprocess.run(
+                wrapped, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout_s
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise AssertionError(f"{argv[1]} did not finish within {timeout_s} s") from exc
+        return done.returncode, done.stdout.decode(errors="replace"), float(peak.read_text())
 
 
 # --- specs ------------------------------------------------------------------------------------------------

@@ -334,3 +334,22 @@ def test_sha256_file_prefix(tmp_path: Path) -> None:
     path.write_bytes(b"abcdef")
     assert sha256_file(path) == hashlib.sha256(b"abcdef").hexdigest()
     assert sha256_file(path, 3) == hashlib.sha256(b"abc").hexdigest()
+
+
+def test_closing_a_channel_on_a_lost_connection_keeps_the_error_that_said_so() -> None:
+    """A transfer that lost its connection raises TransportError inside `with open_tool(...)`; the channel's
+    close then meets the dead transport (paramiko raises EOFError sending the close): that must not replace
+    the TransportError (seen on CI: test_faults' cut fetch ended in a bare EOFError)."""
+    from radeonlab.jobs.ssh.connection import Channel
+
+    from radeonlab.errors import TransportError
+
+    class DeadChannel:
+        def makefile(self, _mode: str) -> object:
+            return object()
+
+        def close(self) -> None:
+            raise EOFError()
+
+    with pytest.raises(TransportError, match="connection lost"), Channel(None, DeadChannel()):  # type: ignore[arg-type]
+        raise TransportError("ws1: connection lost downloading x")

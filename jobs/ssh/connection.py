@@ -254,7 +254,10 @@ class Channel:
         return code, (lines[-1] if lines else "")
 
     def close(self) -> None:
-        self.chan.close()
+        # On a connection already lost, paramiko raises while sending the close: the loss itself has been
+        # (or will be) reported by whoever read or wrote; the close must not replace that error.
+        with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+            self.chan.close()
 
     def __enter__(self) -> Channel:
         return self
