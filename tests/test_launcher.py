@@ -61,6 +61,8 @@ if code:
     print("ValueError: Undefined dataset nope in dataset_info.json.", flush=True)
 elif env.get("FAKE_ADAPTER", "1") == "1":
     open("output/adapter_model.safetensors", "wb").write(b"simulated adapter")
+elif env.get("FAKE_ADAPTER") == "full":  # a full or freeze fine-tune writes the model's weights instead
+    open("output/model.safetensors", "wb").write(b"simulated weights")
 sys.exit(code)
 """
 
@@ -133,6 +135,12 @@ def test_exit_zero_without_adapter_is_failed(tmp_path: Path, venv: Path) -> None
     st = state_of(job)
     assert st["state"] == "failed" and st["exit_code"] == 0 and "no adapter" in st["reason"]
     assert st["end"] == EndReason.NO_ADAPTER.value
+
+
+def test_a_full_fine_tune_that_wrote_the_models_weights_succeeded(tmp_path: Path, venv: Path) -> None:
+    job = make_job(jobs_dir(tmp_path), "full-20250101-000000-abcd", env={"FAKE_ADAPTER": "full"})
+    assert run_launcher(job, venv) == 0
+    assert state_of(job)["end"] == EndReason.SUCCEEDED.value
 
 
 def test_sigkill_is_exit_137(tmp_path: Path, venv: Path) -> None:

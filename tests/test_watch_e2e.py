@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 REPO = Path(__file__).resolve().parent.parent
 INVENTORY = str(REPO / "inventories/sandbox.py")
 EXE = str(Path(sys.executable).with_name("radeonlab"))
-STEPS = 80  # long enough (~20 s on two cores) to see the panel change between two looks
+STEPS = 400  # the tiny model logs tens of steps a second: this many keep the panel busy between looks
 
 
 def tmux(*args: str) -> str:
@@ -74,11 +74,15 @@ def test_one_job_watched_on_a_terminal_as_json_and_through_a_pipe(sandbox: Sandb
         def screen() -> str:
             return tmux("capture-pane", "-p", "-S", "-200", "-t", session)
 
-        wait_for(
-            lambda: any(0 < s < STEPS // 2 for _, s in step_rows(screen())), 180, "the panel's first steps"
-        )
-        first = step_rows(screen())
-        wait_for(lambda: step_rows(screen()) != first, 30, "the panel to change")
+        def running() -> list[tuple[int, int]] | None:
+            rows = step_rows(screen())
+            return rows if any(0 < s < STEPS for _, s in rows) else None
+
+        try:
+            first = wait_for(running, 180, "the panel's first steps", every=0.2)
+            wait_for(lambda: step_rows(screen()) != first, 30, "the panel to change", every=0.2)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; the screen:\n{screen()}") from None
         mid_run = screen()
         second = step_rows(mid_run)
         assert re.search(r"(?m)^tokens/s +\d", mid_run), mid_run  # the panel's tokens/s row has a number

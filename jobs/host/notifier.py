@@ -68,7 +68,7 @@ def message(event: str, job_id: str, host: str, fields: Mapping[str, Any]) -> di
         "started": "The job left the queue and training starts.",
         "first_step": "Training logged its first step.",
         "remedy": "A remedy was taken and a new attempt starts.",
-        "succeeded": "Training finished and the adapter was written.",
+        "succeeded": "Training finished and its adapter or model was written.",
         "failed": "The job failed.",
         "cancelled": "The job was cancelled.",
     }.get(event, "")

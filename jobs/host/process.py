@@ -10,7 +10,7 @@ import os
 import subprocess
 from datetime import datetime, timezone
 
-from radeonlab.contract.jobdir import ADAPTER_FILES, FILES, start_time, write_json_atomic
+from radeonlab.contract.jobdir import ADAPTER_FILES, FILES, MODEL_FILES, start_time, write_json_atomic
 from radeonlab.contract.records import StateRecord
 from radeonlab.contract.state import EndReason, JobState
 
@@ -102,9 +102,12 @@ def stop_group(pgid: int, signum: int) -> None:
         os.killpg(pgid, signum)
 
 
-def has_adapter(job_dir: str) -> bool:
+def has_result(job_dir: str) -> bool:
+    """Training wrote what it trains: an adapter (LoRA, OFT, ...) or the model's weights (full, freeze)."""
     output = os.path.join(job_dir, FILES["output"])
-    return any(os.path.exists(os.path.join(output, name)) for name in ADAPTER_FILES)
+    return any(os.path.exists(os.path.join(output, name)) for name in (*ADAPTER_FILES, *MODEL_FILES))
 
 
-NO_ADAPTER = "exit 0 but no adapter ({}) in output/".format(" or ".join(ADAPTER_FILES))
+NO_ADAPTER = "exit 0 but no adapter ({}) and no model weights ({}) in output/".format(
+    " or ".join(ADAPTER_FILES), " or ".join(MODEL_FILES)
+)

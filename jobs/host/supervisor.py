@@ -32,7 +32,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from radeonlab.jobs.host import health, metrics, notifier, remedies
-from radeonlab.jobs.host.process import NO_ADAPTER, StateFile, has_adapter, now, start_training, stop_group
+from radeonlab.jobs.host.process import NO_ADAPTER, StateFile, has_result, now, start_training, stop_group
 
 from radeonlab.contract.jobdir import FILES, read_json, start_time, write_json_atomic
 from radeonlab.contract.records import Attempt, JobRecord
@@ -193,7 +193,7 @@ class Supervisor:
                     EndReason.LAUNCHER_STOPPED, f"the launcher was stopped by {name}", exit_code, **ids
                 )
             if diagnosis is None and exit_code == 0:
-                if not has_adapter(self.dir):
+                if not has_result(self.dir):
                     attempt.state, attempt.reason = "failed", NO_ADAPTER
                     self.save_job()
                     return self.finish(EndReason.NO_ADAPTER, NO_ADAPTER, 0, **ids)

@@ -40,6 +40,10 @@ FILES: dict[str, str] = {
     "trainer_log": "output/trainer_log.jsonl",
 }
 ADAPTER_FILES: tuple[str, ...] = ("adapter_model.safetensors", "adapter_model.bin")
+# What a full or freeze fine-tune writes instead (transformers' save_pretrained: one file or a sharded index).
+MODEL_FILES: tuple[str, ...] = (
+    "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json"
+)  # fmt: skip
 FINISHED_STATES = ("succeeded", "failed", "cancelled")
 
 

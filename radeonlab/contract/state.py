@@ -55,8 +55,8 @@ class EndReason(str, Enum):  # noqa: UP042 - written into state.json as its valu
 
 
 _END_STATES: dict[EndReason, tuple[JobState, str]] = {
-    EndReason.SUCCEEDED: (JobState.SUCCEEDED, "training finished and the adapter was written"),
-    EndReason.NO_ADAPTER: (JobState.FAILED, "training exited 0 but wrote no adapter"),
+    EndReason.SUCCEEDED: (JobState.SUCCEEDED, "training finished and its adapter or model was written"),
+    EndReason.NO_ADAPTER: (JobState.FAILED, "training exited 0 but wrote no adapter or model"),
     EndReason.TRAINING_FAILED: (JobState.FAILED, "training failed"),
     EndReason.GAVE_UP: (JobState.FAILED, "no remedy left"),
     EndReason.NEEDS_A_PERSON: (JobState.FAILED, "a failure no automatic remedy fixes"),
