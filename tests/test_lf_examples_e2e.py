@@ -108,7 +108,7 @@ def test_the_table_marks_every_kind_of_training_runnable() -> None:
 
 
 @pytest.mark.parametrize("example", RUNNABLE)
-def test_the_example_trains_to_the_end(lab: Lab, example: str) -> None:
+def test_the_example_trains_to_the_end(lab: Lab, example: str, tmp_path: Path) -> None:
     job_id = lab.jobs[example]
     watched = cli(lab.env, "watch", job_id, "--json")
     assert watched.exit_code == 0, f"{example}: {watched.output[-3000:]}"
@@ -117,3 +117,9 @@ def test_the_example_trains_to_the_end(lab: Lab, example: str) -> None:
     log = lab.host.exec(["cat", f"{JOBS_DIR}/{job_id}/output/trainer_log.jsonl"]).stdout
     steps = [json.loads(line)["current_steps"] for line in log.splitlines() if '"loss"' in line]
     assert steps == [1, 2], f"{example}: logged steps {steps}"
+    # fetch brings the result: the adapter, or a full/freeze fine-tune's model
+    fetched = cli(lab.env, "fetch", job_id, "--to", str(tmp_path), "--json")
+    assert fetched.exit_code == 0, f"{example}: {fetched.output[-2000:]}"
+    kind = yaml.safe_load((examples_table.LF / "examples" / example).read_text())["finetuning_type"]
+    result = "model.safetensors" if kind in ("full", "freeze") else "adapter_model.safetensors"
+    assert (tmp_path / "output" / result).stat().st_size > 0, f"{example}: no {result} fetched"

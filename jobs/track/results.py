@@ -17,6 +17,7 @@ from radeonlab.jobs.ssh.transfer import FetchReport, Progress, fetch
 from radeonlab.jobs.track import onhost
 from radeonlab.jobs.track.handle import JobHandle
 
+from radeonlab.contract.jobdir import MODEL_FILES
 from radeonlab.errors import JobStateError, RadeonlabError
 
 ADAPTER = ("adapter_model.safetensors", "adapter_config.json")
@@ -31,7 +32,8 @@ TRY: dict[str, Any] = {"max_new_tokens": 16, "timeout_s": 600}
 
 
 def wanted_files(handle: JobHandle, checkpoint: int | None) -> list[str]:
-    """The files a fetch takes: the adapter (of `checkpoint`, if given), logs and config, if present."""
+    """The files a fetch takes: the adapter (of `checkpoint`, if given), or a full fine-tune's model, logs and
+    config, if present."""
     listing = (
         handle.remote.tool("housekeeping", ["checkpoints", handle.dir.root]).last_json().get("listing") or []
     )
@@ -42,6 +44,12 @@ def wanted_files(handle: JobHandle, checkpoint: int | None) -> list[str]:
         else [f"output/{n}" for n in ADAPTER]
     )
     missing = [f for f in adapter if f not in present]
+    if missing and checkpoint is None and any(f"output/{m}" in present for m in MODEL_FILES):
+        # a full or freeze fine-tune: its result is the model itself (weights, config, tokenizer), the files
+        # at the top of output/ (checkpoints stay: `--all` takes them)
+        model = sorted(p for p in present if p.count("/") == 1)
+        rest = [f for f in RESULT_FILES[len(ADAPTER) :] if f not in model]
+        return model + rest + [f for f in OPTIONAL_FILES if f in present and f not in model]
     if missing:
         if checkpoint is not None:
             have = sorted({p.split("/")[0] for p in listing if p.startswith("checkpoint-")})

@@ -7,7 +7,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from rich import box
-from rich.console import Group
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 
@@ -74,8 +73,9 @@ def watch_panel(snap: Any) -> Any:  # (Snapshot) -> rich renderable
         table.add_row("queue", state.reason)
     if p:
         total = p.total_steps or max(p.step, 1)
-        bar = ProgressBar(total=total, completed=p.step, width=40)
-        table.add_row("step", Group(bar, f"{p.step}/{p.total_steps or '?'}  ETA {duration(p.eta_s)}"))
+        # the count and ETA on their own row: beside the bar, in one cell, rich cut them to the bar's width
+        table.add_row("step", f"{p.step}/{p.total_steps or '?'}  ETA {duration(p.eta_s)}")
+        table.add_row("", ProgressBar(total=total, completed=p.step, width=40))
         table.add_row("loss", f"{p.loss:.4f}" if p.loss is not None else "-")
         losses = [pt.loss for pt in snap.points if pt.loss is not None]
         table.add_row("curve", sparkline(losses, 50) or "-")
