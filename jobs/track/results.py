@@ -47,7 +47,8 @@ def wanted_files(handle: JobHandle, checkpoint: int | None) -> list[str]:
     if missing and checkpoint is None and any(f"output/{m}" in present for m in MODEL_FILES):
         # a full or freeze fine-tune: its result is the model itself (weights, config, tokenizer), the files
         # at the top of output/ (checkpoints stay: `--all` takes them)
-        model = sorted(p for p in present if p.count("/") == 1)
+        folders = {p.rsplit("/", 1)[0] for p in present}
+        model = sorted(p for p in present if p.count("/") == 1 and p not in folders)
         rest = [f for f in RESULT_FILES[len(ADAPTER) :] if f not in model]
         return model + rest + [f for f in OPTIONAL_FILES if f in present and f not in model]
     if missing:
