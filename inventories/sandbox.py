@@ -1,62 +1,7 @@
-"""pyinfra inventory of the sandbox workstations (SIMULATED hosts made by radeonlab/sandbox, see its README).
+"""pyinfra inventory of the SIMULATED sandbox workstations: `pyinfra inventories/sandbox.py deploy/setup.py`.
 
-Reads <sandbox state dir>/inventory.json: the dir is $RADEONLAB_SANDBOX_DIR, else the sandbox's default.
-Every top-level list in a pyinfra inventory is a group, so helpers here start with `_`.
-    pyinfra inventories/sandbox.py deploy/setup.py
+The inventory itself is src/radeonlab/sandbox/inventory.py (installed with the package, so the sandbox uses
+it too); every top-level list there is a pyinfra group, and this file takes them all.
 """
 
-from __future__ import annotations
-
-import json
-import os
-from pathlib import Path
-
-_DEFAULT_STATE_DIR = (
-    "/var/tmp/radeonlab-sandbox"  # = radeonlab.sandbox.config.STATE_DIR (not imported: pyinfra
-)
-# loads inventories by path, and the checkout's tests package need not be importable from where it runs)
-_state_dir = Path(os.environ.get("RADEONLAB_SANDBOX_DIR", _DEFAULT_STATE_DIR))
-
-
-def _hosts() -> list[tuple[str, dict]]:
-    try:
-        entries = json.loads((_state_dir / "inventory.json").read_text())["hosts"]
-    except FileNotFoundError:
-        raise SystemExit(f"no sandbox at {_state_dir}: run `radeonlab sandbox up` first") from None
-    hosts = []
-    for e in entries:
-        data = {
-            "ssh_hostname": e["ssh_hostname"],
-            "ssh_port": e["ssh_port"],
-            "ssh_user": e["ssh_user"],
-            "ssh_key": e["ssh_key"],
-            # the sandbox writes each host's real key here: strict checking from the first connect
-            "ssh_known_hosts_file": e["ssh_known_hosts_file"],
-            "ssh_strict_host_key_checking": "yes",
-            "ssh_allow_agent": False,
-            "ssh_look_for_keys": False,
-            # the login user has passwordless sudo; set here because pyinfra drops _sudo from group_data files
-            "_sudo": True,
-            "sandbox_card": e["card"],
-            **e.get("data", {}),  # filled by the test bed: apt repo URL, wheel index URL, cpu-only flag...
-        }
-        hosts.append((e["name"], data))
-    return hosts
-
-
-workstations = _hosts()
-
-
-def _extra_groups() -> dict[str, list[str]]:
-    """More groups, named in the hosts' data: `sandbox_groups: ["slurm_controller"]` (set by the test bed; a
-    real inventory lists its groups itself)."""
-    groups: dict[str, list[str]] = {}
-    for name, data in workstations:
-        for group in data.get("sandbox_groups", ()):
-            if str(group) == "workstations":
-                continue
-            groups.setdefault(str(group), []).append(name)
-    return groups
-
-
-globals().update(_extra_groups())  # each becomes a top-level list: a pyinfra group
+from radeonlab.sandbox.inventory import *  # noqa: F403  (the groups: workstations, and those the test bed names)

@@ -30,7 +30,7 @@ pip_install() {
 }
 pip_install -e ".[test,bench]"
 # What the laptop side of the sandbox needs to make the tiny model and read adapters (torch, transformers,
-# tokenizers, peft): the versions come from roles/python_stack/defaults.py, the one place they are pinned.
+# tokenizers, peft): the versions come from src/radeonlab/roles/python_stack/defaults.py, the one place they are pinned.
 mapfile -t laptop_reqs < <(.venv/bin/python -m radeonlab.sandbox laptop-requirements)
 pip_install "${laptop_reqs[@]}"
 echo "bootstrap: ready (.venv)"

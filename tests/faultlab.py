@@ -19,9 +19,9 @@ from pathlib import Path
 from unittest import mock
 
 from click.testing import CliRunner, Result
-from radeonlab.jobs.fleet.inventory import HostTarget, load_inventory
 
 from radeonlab.cli import main
+from radeonlab.jobs.fleet.inventory import HostTarget, load_inventory
 from radeonlab.sandbox import demodata, tinymodel
 from radeonlab.sandbox.demo import write_spec
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost

@@ -20,14 +20,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from radeonlab.contract.jobdir import JobDir, alive
+from radeonlab.contract.records import JobRecord
 from radeonlab.jobs.host import stage
 from radeonlab.jobs.host.remedies import STEP_KEYS
 from radeonlab.jobs.host.supervisor import config_yaml
 from radeonlab.jobs.spec import lf_args
 from radeonlab.jobs.ssh import hostcode
-
-from radeonlab.contract.jobdir import JobDir, alive
-from radeonlab.contract.records import JobRecord
 
 HOST_PYTHON = "python3"  # what a workstation runs the host tools with (not this test run's venv)
 # What the planner records in job.json for the remedies (jobs/plan/plan.py does the same).

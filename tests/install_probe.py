@@ -15,7 +15,8 @@ from radeonlab.sandbox import provision, wheels  # noqa: E402
 from radeonlab.sandbox.standins import catalog  # noqa: E402
 
 files = {
-    "deploy": provision.DEPLOY,
+    # the sandbox names the deploy in pyinfra's `module.function` form: the file defining it
+    "deploy": str(resources.files("radeonlab.deploy").joinpath("setup.py")),
     "inventory": provision.INVENTORY,
     "wheels.lock": str(wheels.LOCK_FILE),
     "tool wrapper": str(catalog.TOOL_WRAPPER),

@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from radeonlab.contract.records import GpuRecord, HostRecord
 from radeonlab.jobs.fleet.inventory import HostTarget
 from radeonlab.jobs.fleet.probe import HostView, parse_probe
 from radeonlab.jobs.plan import plan as plan_module
 from radeonlab.jobs.spec.needs import base_stack
 from radeonlab.jobs.ssh import hostcode
 from radeonlab.jobs.ssh.connection import RunResult
-
-from radeonlab.contract.records import GpuRecord, HostRecord
 from radeonlab.sandbox import demodata
 from radeonlab.sandbox.demo import write_spec
 from radeonlab.sandbox.simcards import CARDS

@@ -16,6 +16,8 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
+
+from radeonlab.errors import InputError, PlacementError
 from radeonlab.jobs.host import chat as host_chat
 from radeonlab.jobs.host import events
 from radeonlab.jobs.host import export as host_export
@@ -25,8 +27,6 @@ from radeonlab.jobs.plan.placement import Decision
 from radeonlab.jobs.track import chat as track_chat
 from radeonlab.jobs.track import tensorboard
 from radeonlab.jobs.track.export import export_name
-
-from radeonlab.errors import InputError, PlacementError
 
 
 # --- sweeps -------------------------------------------------------------------------------------------------

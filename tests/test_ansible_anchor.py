@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from radeonlab.roles.rocm import repos
 
+from radeonlab.roles.rocm import repos
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost
 from radeonlab.sandbox.provision import sandbox_env
 from tests.bench.ansible_inventory import PlaybookRun, rocm_sources, settings

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 import yaml
+
+from radeonlab.contract.records import HostRecord
 from radeonlab.roles.gpu_env.plan import gpu_env, torch_build, training_targets
 from radeonlab.roles.python_stack import plan as stack_plan
 from radeonlab.roles.python_stack.defaults import DEFAULTS as STACK_DEFAULTS
 from radeonlab.roles.rocm import repos
 from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
 from radeonlab.roles.rocm.defaults import SUPPORTED_DISTROS
-
-from radeonlab.contract.records import HostRecord
 from tests.bench import ansible_inventory as ai
 from tests.bench.equivalence import Difference, differences, role_files, unexplained
 from tests.test_roles_gpu_env import GIB, MIN_UNIFIED, MIN_VRAM, XTX, gpu

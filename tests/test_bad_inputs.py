@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from radeonlab.jobs.fleet import store
-from radeonlab.jobs.ssh import hostcode
 
 from radeonlab.cli import main
 from radeonlab.contract.jobid import is_job_id, new_job_id
 from radeonlab.errors import EXIT_FAILURE, EXIT_USAGE
+from radeonlab.jobs.fleet import store
+from radeonlab.jobs.ssh import hostcode
 from radeonlab.sandbox import demodata
 from radeonlab.sandbox.demo import write_spec
 from radeonlab.sandbox.hosts import Sandbox

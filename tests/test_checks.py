@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
+from radeonlab.cli import main
 from radeonlab.jobs.spec.checks import check_path
 from radeonlab.jobs.spec.datasets import DatasetAttr, check_file
 from radeonlab.jobs.spec.problems import ERROR, INFO
 from radeonlab.jobs.spec.rows import json_rows
 
-from radeonlab.cli import main
-
 HERE = Path(__file__).parent
 LF = HERE / "fixtures" / "llamafactory-v0.9.5"
 LF_EXTRA = HERE / "fixtures" / "llamafactory-v0.9.5-data-extra"
-SEED = HERE.parent / "jobs" / "examples" / "seed.yaml"
+SEED = HERE.parent / "src/radeonlab/jobs/examples/seed.yaml"
 # The two ASFT examples name datasets (`med`, `math`) that 0.9.5's dataset_info.json does not define:
 # LLaMA-Factory itself stops with `Undefined dataset`, so the check is right to call them errors.
 UNDEFINED_IN_RELEASE = {

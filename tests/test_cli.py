@@ -19,13 +19,13 @@ from pathlib import Path
 import paramiko
 import pytest
 from click.testing import CliRunner, Result
-from radeonlab.jobs.fleet import store
-from radeonlab.jobs.track import handle as handle_module
-from radeonlab.jobs.track.handle import resolve_ref
 
 from radeonlab.cli import VERBS, main
 from radeonlab.cli.options import CONFIG_ENV, INVENTORY_ENV, LIMIT_ENV
 from radeonlab.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, InputError, JobNotFoundError
+from radeonlab.jobs.fleet import store
+from radeonlab.jobs.track import handle as handle_module
+from radeonlab.jobs.track.handle import resolve_ref
 
 CLOSED = '{"ssh_hostname": "127.0.77.250", "ssh_port": 1, "ssh_user": "lab"}'
 INVENTORY = f'hosts = [("a", {CLOSED}), ("b", {CLOSED})]\n'

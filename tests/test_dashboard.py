@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 import uvicorn
-from radeonlab.jobs.fleet.probe import parse_probe
-from radeonlab.jobs.host.readings import GpuReading
-from radeonlab.jobs.track.follow import TRAIN_LOG, TRAINER_LOG, Event
 
 from radeonlab.contract.records import Attempt, JobRecord, StateRecord
 from radeonlab.contract.state import JobState
 from radeonlab.dashboard import app as webapp
 from radeonlab.dashboard.model import JobView, host_row
+from radeonlab.jobs.fleet.probe import parse_probe
+from radeonlab.jobs.host.readings import GpuReading
+from radeonlab.jobs.track.follow import TRAIN_LOG, TRAINER_LOG, Event
 
 
 def point(step: int, loss: float | None, **extra: Any) -> bytes:
@@ -192,9 +192,8 @@ def test_read_only_by_default() -> None:
 
 
 def test_a_host_that_cannot_be_reached_is_shown_so_and_asked_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    from radeonlab.jobs.fleet.inventory import HostTarget
-
     from radeonlab.dashboard import hub
+    from radeonlab.jobs.fleet.inventory import HostTarget
 
     monkeypatch.setitem(hub.HUB, "reconnect_s", 0.2)
     with socket.socket() as s:

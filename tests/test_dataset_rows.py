@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner
-from radeonlab.jobs.spec.datasets import MAX_ROW_PROBLEMS_PER_FILE, DatasetAttr, check_file
-from radeonlab.jobs.spec.rows import Malformed, json_rows
 
 from radeonlab.cli import main
+from radeonlab.jobs.spec.datasets import MAX_ROW_PROBLEMS_PER_FILE, DatasetAttr, check_file
+from radeonlab.jobs.spec.rows import Malformed, json_rows
 
 ROW = {"instruction": "Uppercase the word.", "input": "apple", "output": "APPLE"}
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from radeonlab.jobs.plan.estimate import GIB, EstimateError, ModelShape, estimate, fits
 
+from radeonlab.jobs.plan.estimate import GIB, EstimateError, ModelShape, estimate, fits
 from radeonlab.sandbox.tinymodel import MODEL_CONFIG
 
 # meta-llama/Meta-Llama-3-8B config.json values (as given in the brief)

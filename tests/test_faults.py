@@ -18,11 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from radeonlab.jobs.ssh.connection import connect
-from radeonlab.jobs.ssh.transfer import LocalFile, fetch, upload_blobs
 
 from radeonlab.contract.state import EndReason
 from radeonlab.errors import TransportError
+from radeonlab.jobs.ssh.connection import connect
+from radeonlab.jobs.ssh.transfer import LocalFile, fetch, upload_blobs
 from radeonlab.sandbox.hosts import Sandbox
 from tests.faultlab import (
     BLOBS_DIR,

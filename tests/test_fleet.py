@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from radeonlab.jobs.fleet.inventory import HostTarget
-from radeonlab.jobs.fleet.probe import HostView, parse_probe, probe_hosts
-from radeonlab.jobs.host import probe as probe_tool
 
 from radeonlab.cli import main
 from radeonlab.contract.records import GIB, HOST_RECORD_SCHEMA
 from radeonlab.contract.state import JobState
 from radeonlab.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from radeonlab.jobs.fleet.inventory import HostTarget
+from radeonlab.jobs.fleet.probe import HostView, parse_probe, probe_hosts
+from radeonlab.jobs.host import probe as probe_tool
 from radeonlab.sandbox.simcards import CARDS, write_sysclass
 from tests.laptop_doubles import gpu, host_record, run_host_tool, ship_code
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
+from radeonlab.cli import main
 from radeonlab.roles.gpu import cards
 from radeonlab.roles.gpu.facts import RadeonGpus
 from radeonlab.roles.gpu.sysfs import drm_cards, read_sysfs
-
-from radeonlab.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
 GIB = 1024**3

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from radeonlab.jobs.host.health import GPU_ENV_FILE, PATTERNS, Kind, diagnose, nan_diagnosis, scan_text
 from radeonlab.jobs.host.metrics import TrainerLogReader
 

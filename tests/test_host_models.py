@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from radeonlab.jobs.host import VENV_TOOLS, models
 
+from radeonlab.jobs.host import VENV_TOOLS, models
 from radeonlab.sandbox import hub as sandbox_hub
 from radeonlab.sandbox.hubcatalog import TINY_GATED, TINY_PUBLIC, TOKEN_DENIED, TOKEN_GRANTED
 from tests.hubkit import catalog, sha256_of, tiny_assets

@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
-from radeonlab.jobs.ssh import hostcode
-from radeonlab.jobs.ssh.connection import SETTINGS
 
 from radeonlab.contract.jobdir import scan, start_time
+from radeonlab.jobs.ssh import hostcode
+from radeonlab.jobs.ssh.connection import SETTINGS
 from tests.hostjob import fake_venv, last_json, run_tool, unpack_code, wait_for
 
 MIB = 1 << 20

@@ -12,14 +12,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from radeonlab.contract.jobdir import FILES
 from radeonlab.jobs.host import codecheck
 from radeonlab.jobs.host.codecheck import code_problem
 from radeonlab.jobs.ssh import hostcode
-
-from radeonlab.contract.jobdir import FILES
 from tests.hostjob import unpack_code
 
 CHECKOUT = Path(__file__).resolve().parents[1]
+PACKAGE = CHECKOUT / "src"
 EMPTY_INITS = {"radeonlab/__init__.py", "radeonlab/jobs/__init__.py"}
 
 
@@ -34,15 +35,15 @@ def fresh_caches() -> Iterator[None]:
 
 
 def test_shipped_files_are_the_contract_the_host_package_and_two_empty_inits() -> None:
-    contract = {f"radeonlab/contract/{p.name}" for p in (CHECKOUT / "radeonlab/contract").glob("*.py")}
-    host = {f"radeonlab/jobs/host/{p.name}" for p in (CHECKOUT / "jobs/host").glob("*.py")}
+    contract = {f"radeonlab/contract/{p.name}" for p in (PACKAGE / "radeonlab/contract").glob("*.py")}
+    host = {f"radeonlab/jobs/host/{p.name}" for p in (PACKAGE / "radeonlab/jobs/host").glob("*.py")}
     files = hostcode.files()
     assert set(files) == contract | host | EMPTY_INITS
     assert list(files) == sorted(files)  # a stable order
     for rel in EMPTY_INITS:  # not the checkout's radeonlab/__init__.py: nothing else gets imported
         assert files[rel] == hostcode.EMPTY_INIT and b"import" not in files[rel]
-    assert files["radeonlab/jobs/host/launcher.py"] == (CHECKOUT / "jobs/host/launcher.py").read_bytes()
-    assert files["radeonlab/contract/jobdir.py"] == (CHECKOUT / "radeonlab/contract/jobdir.py").read_bytes()
+    for rel in ("radeonlab/jobs/host/launcher.py", "radeonlab/contract/jobdir.py"):
+        assert files[rel] == (PACKAGE / rel).read_bytes()
 
 
 def test_digests_are_stable() -> None:

@@ -6,6 +6,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from radeonlab import errors
 from radeonlab.jobs.fleet.inventory import (
     HostTarget,
     InventoryError,
@@ -13,8 +15,6 @@ from radeonlab.jobs.fleet.inventory import (
     load_inventory,
     select_hosts,
 )
-
-from radeonlab import errors
 
 INVENTORY = """
 _common = {"ssh_user": "lab", "ssh_key": "keys/id_ed25519", "ssh_known_hosts_file": "/srv/known_hosts"}

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from radeonlab.jobs.spec import hub as hub_resolver
 
 from radeonlab.cli import main
+from radeonlab.jobs.spec import hub as hub_resolver
 from radeonlab.sandbox import demodata
 from radeonlab.sandbox.demo import write_spec
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost

@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from radeonlab.jobs.host.metrics import parse_line
 
 from radeonlab.cli import main
+from radeonlab.jobs.host.metrics import parse_line
 from radeonlab.sandbox import demodata, tinymodel
 from radeonlab.sandbox.demo import write_spec
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost
@@ -246,12 +246,13 @@ def test_list_and_status_show_states_and_survive_a_lost_sqlite(lab: Lab, demo_jo
 
 def test_invalid_specs_upload_nothing(lab: Lab, demo_job: dict) -> None:
     blobs, jobs = host_listing(lab.host, BLOBS_DIR), host_listing(lab.host, JOBS_DIR)
-    seed = cli(lab, "check", str(REPO / "jobs/examples/seed.yaml"))
+    seed = cli(lab, "check", str(REPO / "src/radeonlab/jobs/examples/seed.yaml"))
     assert seed.exit_code != 0
     for key, fix in (("compute_type", "bf16: true"), ("disable_flash_attn", "flash_attn: disabled"),
                      ("ddp_backend", "remove ddp_backend")):  # fmt: skip
         assert any(key in line and fix in line for line in seed.stdout.splitlines()), (key, seed.stdout)
-    refused = cli(lab, "submit", str(REPO / "jobs/examples/seed.yaml"), "-i", INVENTORY, "--host", HOST)
+    seed_spec = str(REPO / "src/radeonlab/jobs/examples/seed.yaml")
+    refused = cli(lab, "submit", seed_spec, "-i", INVENTORY, "--host", HOST)
     assert refused.exit_code == 2 and "nothing uploaded" in refused.stderr
 
     bad = lab.work / "bad"

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from radeonlab.jobs.host.metrics import parse_line
 
 from radeonlab.cli import main
+from radeonlab.jobs.host.metrics import parse_line
 from radeonlab.sandbox import demodata, tinymodel
 from radeonlab.sandbox.demo import write_spec
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost
@@ -65,7 +65,7 @@ def cli(lab: Lab, *args: str):
 
 def spec(lab: Lab, name: str, overrides: dict[str, object], block: str = "") -> Path:
     """The demo spec with `overrides`: keys demo.yaml has are replaced, others (optim, warmup_steps) added."""
-    demo = (REPO / "jobs/examples/demo.yaml").read_text()
+    demo = (REPO / "src/radeonlab/jobs/examples/demo.yaml").read_text()
     has = {k: v for k, v in overrides.items() if re.search(rf"(?m)^{k}:", demo)}
     path = write_spec(lab.work, has, name=name)
     added = "".join(f"{k}: {v}\n" for k, v in overrides.items() if k not in has)

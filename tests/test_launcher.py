@@ -17,11 +17,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from radeonlab.jobs.host import stage
 
 from radeonlab.contract.jobdir import JobDir, alive
 from radeonlab.contract.records import StateRecord
 from radeonlab.contract.state import EndReason, JobState
+from radeonlab.jobs.host import stage
 from tests.hostjob import (
     fake_venv,
     kill_recorded,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from radeonlab.jobs.spec import lf_args
 from radeonlab.roles.python_stack.defaults import DEFAULTS
 

@@ -19,7 +19,6 @@ from pathlib import Path
 from radeonlab.jobs.host.process import start_training
 from radeonlab.jobs.plan.plan import limit_problem
 from radeonlab.jobs.spec.load import load
-
 from tests.laptop_doubles import demo_job, gpu, host_record
 
 GIB = 2**30

@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 import pytest
+
 from radeonlab.jobs.host.metrics import (
     LIKELY_CAUSES,
     TrainerLogReader,

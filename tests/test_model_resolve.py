@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from radeonlab.jobs.plan.estimate import GIB, estimate, fits
 from radeonlab.jobs.spec.hub import Answer, ModelAnswer, Token, laptop_token, resolve_model
-
 from radeonlab.sandbox import hub as sandbox_hub
 from radeonlab.sandbox.hubcatalog import (
     DEMO_DATASET,
@@ -177,7 +177,7 @@ def test_config_only_llama3_8b_gets_the_readme_estimate(hub: sandbox_hub.Hub, tm
 
 
 def test_laptop_client_is_pinned_to_the_deploys_version() -> None:
-    lock = (REPO / "radeonlab/sandbox/wheels.lock").read_text()
+    lock = (REPO / "src/radeonlab/sandbox/wheels.lock").read_text()
     deployed = re.search(r"^huggingface-hub==(\S+)", lock, re.M)
     pinned = re.search(r'"huggingface_hub==([^"]+)"', (REPO / "pyproject.toml").read_text())
     assert deployed and pinned and deployed.group(1) == pinned.group(1)

@@ -8,15 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from radeonlab.contract.records import JobRecord
+from radeonlab.errors import InputError, RadeonlabError
 from radeonlab.jobs.apply import submit
 from radeonlab.jobs.host import launcher
 from radeonlab.jobs.plan import nodes as multinode
 from radeonlab.jobs.spec.load import parse_text
 from radeonlab.jobs.ssh import hostcode
 from radeonlab.jobs.track.resume import common_checkpoint_step
-
-from radeonlab.contract.records import JobRecord
-from radeonlab.errors import InputError, RadeonlabError
 from tests.laptop_doubles import demo_job, gpu, host_record, plan_with, target
 
 
@@ -207,10 +207,9 @@ class _PeersAnswer:
 
 
 def _rank(state: str | None, error: str | None = None):
-    from radeonlab.jobs.track.handle import RankResult
-
     from radeonlab.contract.records import StateRecord
     from radeonlab.contract.state import JobState
+    from radeonlab.jobs.track.handle import RankResult
 
     return RankResult(1, "ws2", StateRecord(JobState(state)) if state else None, error)
 

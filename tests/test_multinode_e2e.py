@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from radeonlab.jobs.host.metrics import parse_line
 
 from radeonlab.cli import main
+from radeonlab.jobs.host.metrics import parse_line
 from radeonlab.sandbox import demodata, tinymodel
 from radeonlab.sandbox.demo import write_spec
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
+from radeonlab.cli import main
 from radeonlab.jobs.spec import needs as needs_module
 from radeonlab.jobs.spec.checks import check_path
 from radeonlab.jobs.spec.load import load
 from radeonlab.jobs.spec.needs import BNB_ROCM_MIN, base_stack, missing, needs, normalize
 from radeonlab.jobs.spec.problems import ERROR, INFO, WARNING
 from radeonlab.roles.python_stack.defaults import DEFAULTS
-
-from radeonlab.cli import main
 
 
 def spec(tmp_path: Path, body: str) -> Path:

@@ -14,12 +14,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+
+from radeonlab.contract.state import EndReason
 from radeonlab.jobs.apply import secrets
 from radeonlab.jobs.host import notifier, notify
 from radeonlab.jobs.spec.block import parse_block
 from radeonlab.jobs.ssh import hostcode
-
-from radeonlab.contract.state import EndReason
 from tests.notify_sink import Sink
 
 TOKEN = "tk_5ecr3t_notify_token"

@@ -14,7 +14,6 @@ from pathlib import Path
 from radeonlab.jobs.host.notifier import ENV
 from radeonlab.jobs.host.remedies import STEP_KEYS
 from radeonlab.jobs.ssh import hostcode
-
 from tests.notify_sink import Sink
 
 TOKEN = "tk_sup_3rv1s0r"

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
+from radeonlab.errors import EXIT_FAILURE, PlacementError
 from radeonlab.jobs.fleet.probe import HostView, parse_probe
 from radeonlab.jobs.plan import model as model_module
 from radeonlab.jobs.plan import placement
 from radeonlab.jobs.plan.placement import Needs, card_problems, choose, gfx_matches, needs_of
 from radeonlab.jobs.spec.load import parse_text
-
-from radeonlab.errors import EXIT_FAILURE, PlacementError
 from tests.laptop_doubles import (
     CLOSED_HUB,
     gpu,

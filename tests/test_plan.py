@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from radeonlab.contract.jobdir import JobDir
+from radeonlab.errors import InputError
 from radeonlab.jobs.host.remedies import STEP_KEYS
 from radeonlab.jobs.plan import model as model_module
 from radeonlab.jobs.plan.plan import JobPlan
@@ -20,9 +23,6 @@ from radeonlab.jobs.plan.uploads import dataset_files, local_dataset_info, uploa
 from radeonlab.jobs.spec.load import load, parse_text
 from radeonlab.jobs.ssh import hostcode
 from radeonlab.jobs.ssh.transfer import sha256_file
-
-from radeonlab.contract.jobdir import JobDir
-from radeonlab.errors import InputError
 from radeonlab.sandbox import demodata
 from tests.laptop_doubles import demo_job, gpu, host_record, plan_with, target
 

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 import pytest
-from radeonlab.jobs.fleet import probe as fleet
 
 from radeonlab.contract.records import HOST_RECORD_SCHEMA
+from radeonlab.jobs.fleet import probe as fleet
 from radeonlab.sandbox import demo
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost
 from radeonlab.sandbox.provision import sandbox_env

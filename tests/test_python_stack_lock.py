@@ -8,6 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
 from radeonlab.roles.python_stack import lock as stack_lock
 from radeonlab.roles.python_stack import pip_locked
 from radeonlab.roles.python_stack.defaults import DEFAULTS

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from radeonlab.jobs.host.probe import probe
 from radeonlab.jobs.host.readings import (
     parse_rocm_smi_json,

@@ -7,7 +7,6 @@ import stat
 from pathlib import Path
 
 from radeonlab.jobs.host import readings
-
 from radeonlab.sandbox import simcards
 
 FIXTURES = Path(__file__).parent / "fixtures" / "readings" / "amd-smi" / "json"

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
+from radeonlab.contract.records import Attempt as AttemptRecord
 from radeonlab.jobs.host.health import Diagnosis, Kind
 from radeonlab.jobs.host.remedies import (
     SETTINGS,
@@ -17,8 +19,6 @@ from radeonlab.jobs.host.remedies import (
     unknown_steps,
 )
 from radeonlab.jobs.spec.load import Remedy
-
-from radeonlab.contract.records import Attempt as AttemptRecord
 from tests.hostjob import LF_DEFAULTS
 
 NAN = Diagnosis(Kind.NAN, "step 30: loss nan", "advice", step=30, safe_step=20, pattern="loss")

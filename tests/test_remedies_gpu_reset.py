@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from radeonlab.contract.records import Attempt as AttemptRecord
 from radeonlab.jobs.host import remedies
 from radeonlab.jobs.host.health import Kind, diagnose
-
-from radeonlab.contract.records import Attempt as AttemptRecord
 
 FIXTURE = Path(__file__).parent / "fixtures" / "errors"
 LOG = (FIXTURE / "therock7699_r9700_rocm10.0_memory-access-fault_gpu-coredump_EXCERPT.txt").read_text()

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 import yaml
-from radeonlab.jobs.plan.render import CPU_TORCH_NOTE, local_model_dir, render
-from radeonlab.jobs.spec.load import parse_text
 
 from radeonlab.contract.jobdir import JobDir
 from radeonlab.errors import RenderError
+from radeonlab.jobs.plan.render import CPU_TORCH_NOTE, local_model_dir, render
+from radeonlab.jobs.spec.load import parse_text
 from tests.laptop_doubles import gpu, host_record
 
 JOB = "demo-20250101-120000-beef"

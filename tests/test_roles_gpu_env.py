@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 from pyinfra.api.util import get_template
+
 from radeonlab.roles.gpu import cards
 from radeonlab.roles.gpu_env import TEMPLATE
 from radeonlab.roles.gpu_env.plan import TorchBuild, as_gpus, gpu_env, training_targets
-
 from tests.provisioned import exports
 
 GIB = 1024**3

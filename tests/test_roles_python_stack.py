@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from radeonlab.roles.python_stack import plan
 from radeonlab.roles.python_stack.defaults import DEFAULTS
 from radeonlab.roles.python_stack.facts import InstalledDistributions

@@ -8,6 +8,7 @@ import re
 
 import pytest
 from pyinfra.api.exceptions import DeployError
+
 from radeonlab.roles.python_stack.defaults import PYTORCH_ROCM_PAIRING, torch_pairing
 from radeonlab.roles.rocm import releases, repos
 from radeonlab.roles.rocm.defaults import DEFAULTS

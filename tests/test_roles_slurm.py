@@ -12,11 +12,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from radeonlab.roles.gpu.sysfs import read_sysfs
 from radeonlab.roles.slurm import checks, daemons, plan
 from radeonlab.roles.slurm.defaults import DEFAULTS
 from radeonlab.roles.slurm.facts import MungeDecode, SlurmDaemons, SlurmNodeInfo, SlurmNodeStates, UserId
-
 from tests.test_gpu_facts import build_tree
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"

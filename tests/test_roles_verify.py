@@ -11,7 +11,6 @@ from pathlib import Path
 
 from radeonlab.roles.verify import record as rec
 from radeonlab.roles.verify.facts import CHECK_SCRIPT, StackCheckState, StackReport
-
 from tests.test_roles_gpu_env import R9070, XTX
 
 CPU_REPORT = {

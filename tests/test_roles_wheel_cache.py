@@ -16,6 +16,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
 from radeonlab.roles.python_stack.defaults import DEFAULTS as STACK
 from radeonlab.roles.python_stack.plan import PythonChoice
 from radeonlab.roles.wheel_cache import plan, serve

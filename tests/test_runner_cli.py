@@ -8,22 +8,22 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from radeonlab.jobs.fleet import store
-from radeonlab.jobs.fleet.inventory import load_inventory
-from radeonlab.jobs.fleet.probe import parse_probe, require_record
-from radeonlab.jobs.plan.plan import choose_targets
-from radeonlab.jobs.spec import load as spec_module
 
 from radeonlab.cli import main
 from radeonlab.cli.views import sparkline as cli_sparkline
 from radeonlab.contract.records import HostRecord
 from radeonlab.errors import EXIT_FAILURE, EXIT_USAGE, InventoryError, NotProvisionedError
+from radeonlab.jobs.fleet import store
+from radeonlab.jobs.fleet.inventory import load_inventory
+from radeonlab.jobs.fleet.probe import parse_probe, require_record
+from radeonlab.jobs.plan.plan import choose_targets
+from radeonlab.jobs.spec import load as spec_module
 from radeonlab.sandbox import demodata
 from radeonlab.sandbox.demo import sparkline, write_spec
 from tests.laptop_doubles import CLOSED_HUB, host_record
 
 REPO = Path(__file__).resolve().parent.parent
-SEED = REPO / "jobs/examples/seed.yaml"
+SEED = REPO / "src/radeonlab/jobs/examples/seed.yaml"
 
 
 @pytest.fixture(autouse=True)

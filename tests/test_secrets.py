@@ -14,16 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from radeonlab.contract.jobdir import FILES
+from radeonlab.contract.records import JobRecord, StateRecord
+from radeonlab.contract.state import JobState
 from radeonlab.jobs.apply import secrets, submit
 from radeonlab.jobs.host import supervisor
 from radeonlab.jobs.spec import load as spec_module
 from radeonlab.jobs.ssh import hostcode
 from radeonlab.jobs.track import resume as resume_module
 from radeonlab.jobs.track.handle import JobHandle
-
-from radeonlab.contract.jobdir import FILES
-from radeonlab.contract.records import JobRecord, StateRecord
-from radeonlab.contract.state import JobState
 from tests.laptop_doubles import (
     RecordingRemote,
     demo_job,

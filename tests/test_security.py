@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from radeonlab.jobs.ssh import connection as transport
 
+from radeonlab.jobs.ssh import connection as transport
 from radeonlab.sandbox.hosts import Sandbox
 from tests.faultlab import (
     HOST,
@@ -68,7 +68,7 @@ def test_the_job_runner_never_uses_sudo() -> None:
     """Every command the runner sends to a host is built from string literals in jobs/: none says sudo."""
     found = [
         f"{path.relative_to(REPO)}:{line}: {text[:80]}"
-        for path in sorted((REPO / "jobs").rglob("*.py"))
+        for path in sorted((REPO / "src/radeonlab/jobs").rglob("*.py"))
         for line, text in _string_literals(path)
         if re.search(r"\bsudo\b", text) and not text.lstrip("rbuf").startswith(('"""', "'''"))
     ]
@@ -77,7 +77,8 @@ def test_the_job_runner_never_uses_sudo() -> None:
 
 def _file_ops() -> list[tuple[str, ast.Call]]:
     ops = []
-    for path in sorted([*(REPO / "roles").rglob("*.py"), *(REPO / "deploy").glob("*.py")]):
+    package = REPO / "src/radeonlab"
+    for path in sorted([*(package / "roles").rglob("*.py"), *(package / "deploy").glob("*.py")]):
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.Call):
                 continue
@@ -265,7 +266,7 @@ def test_quote_argv_is_the_only_way_commands_are_built() -> None:
     """Remote commands come from radeonlab.jobs.ssh.connection.quote_argv / shlex; no f-string is sent to
     Remote.run."""
     offenders = []
-    for path in sorted((REPO / "jobs").rglob("*.py")):
+    for path in sorted((REPO / "src/radeonlab/jobs").rglob("*.py")):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if (

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from radeonlab.roles.gpu.sysfs import read_sysfs
 
+from radeonlab.roles.gpu.sysfs import read_sysfs
 from radeonlab.sandbox import simcards
 
 # (card, gfx, name, VRAM GiB rounded, bf16): the cards issue 2 asks the sandbox to simulate.

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from radeonlab.jobs.plan import slurm
 
 from radeonlab.cli import main
+from radeonlab.jobs.plan import slurm
 from radeonlab.sandbox import aptrepo, demodata, slurmlab, tinymodel, web, wheels
 from radeonlab.sandbox.demo import write_spec
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost

@@ -11,10 +11,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from radeonlab.jobs.plan import slurm
 
 from radeonlab.contract.records import JobRecord
 from radeonlab.contract.state import JobState
+from radeonlab.jobs.plan import slurm
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
 NODES = slurm.parse_sinfo((FIXTURES / "sinfo-three-nodes.txt").read_text())
@@ -283,9 +283,8 @@ def test_the_batch_script_runs_the_launcher_without_radeonlab_queue_on_the_stage
 
 
 def test_a_folder_that_has_not_started_shows_what_slurm_says() -> None:
-    from radeonlab.jobs.track.slurm import fold, overlay
-
     from radeonlab.contract.records import StateRecord
+    from radeonlab.jobs.track.slurm import fold, overlay
 
     queued = StateRecord.from_dict({"state": "queued"})
     pending = slurm.SlurmJob("7", "demo-1", "PENDING", "Resources", ())
@@ -312,9 +311,8 @@ def test_a_folder_that_has_not_started_shows_what_slurm_says() -> None:
 def test_under_srun_the_allocation_names_the_ranks_not_job_json(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from radeonlab.jobs.host import launcher
-
     from radeonlab.contract.records import JobRecord
+    from radeonlab.jobs.host import launcher
 
     job = JobRecord("j", "j", "j.yaml", "t", "ws2", gpus=[0], env={"NODE_RANK": "0", "MASTER_ADDR": "old"})
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)

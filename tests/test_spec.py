@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from radeonlab.jobs.spec.load import Placement, Remedy, SpecError, load
 
 FIXTURES = Path(__file__).parent / "fixtures" / "llamafactory-v0.9.5"

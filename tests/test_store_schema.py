@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+
 from radeonlab.jobs.fleet import store
 
 # The first radeonlab's table (jobs/store.py before the restructure): no end_reason, no user_version.

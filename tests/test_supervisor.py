@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from radeonlab.jobs.host import stage
-from radeonlab.jobs.host.supervisor import config_yaml, yaml_scalar
-from radeonlab.jobs.plan import preflight
 
 from radeonlab.contract.jobdir import JobDir
 from radeonlab.contract.records import Attempt
 from radeonlab.errors import DoesNotFitError
+from radeonlab.jobs.host import stage
+from radeonlab.jobs.host.supervisor import config_yaml, yaml_scalar
+from radeonlab.jobs.plan import preflight
 from tests.hostjob import fake_venv, job_json, make_job, run_launcher, state_of, unpack_code
 
 FAKE_CLI = f"""#!{sys.executable}

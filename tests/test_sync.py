@@ -11,13 +11,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+
+from radeonlab.errors import RemoteCommandError, TransportError
 from radeonlab.jobs.apply.submit import upload
 from radeonlab.jobs.fleet.inventory import HostTarget
 from radeonlab.jobs.plan.plan import Upload
 from radeonlab.jobs.ssh.connection import Remote, connect
 from radeonlab.jobs.ssh.transfer import LocalFile, blobs_present, fetch, sha256_file, upload_blobs
-
-from radeonlab.errors import RemoteCommandError, TransportError
 from tests.conftest import inventory_target, module_host
 
 BLOBS = "/home/lab/radeonlab/blobs"

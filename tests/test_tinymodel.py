@@ -15,7 +15,7 @@ import yaml
 from radeonlab.sandbox import demodata, tinymodel, wheels
 from tests.test_wheels import cached_stack_venv
 
-DEMO_SPEC = Path(__file__).resolve().parent.parent / "jobs" / "examples" / "demo.yaml"
+DEMO_SPEC = Path(__file__).resolve().parent.parent / "src/radeonlab/jobs/examples/demo.yaml"
 # Keys of the demo spec that hold paths relative to the spec file.
 PATH_KEYS = ("model_name_or_path", "dataset_dir", "output_dir")
 MIN_LOSS_DROP = 0.5  # the last losses must be at most half the first

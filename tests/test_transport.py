@@ -18,12 +18,12 @@ import threading
 from pathlib import Path
 
 import pytest
+
+from radeonlab.errors import HostKeyError, RemoteCommandError, TransportError
 from radeonlab.jobs.fleet.inventory import HostTarget
 from radeonlab.jobs.ssh import hostcode
 from radeonlab.jobs.ssh.connection import SETTINGS, Remote, connect, env_prologue, quote_argv
 from radeonlab.jobs.ssh.transfer import LocalFile, fetch, sha256_file, upload_blobs
-
-from radeonlab.errors import HostKeyError, RemoteCommandError, TransportError
 from tests.conftest import inventory_target, module_host
 
 HOSTILE = [
@@ -340,9 +340,8 @@ def test_closing_a_channel_on_a_lost_connection_keeps_the_error_that_said_so() -
     """A transfer that lost its connection raises TransportError inside `with open_tool(...)`; the channel's
     close then meets the dead transport (paramiko raises EOFError sending the close): that must not replace
     the TransportError (seen on CI: test_faults' cut fetch ended in a bare EOFError)."""
-    from radeonlab.jobs.ssh.connection import Channel
-
     from radeonlab.errors import TransportError
+    from radeonlab.jobs.ssh.connection import Channel
 
     class DeadChannel:
         def makefile(self, _mode: str) -> object:

@@ -26,12 +26,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
+from radeonlab.cli import main
 from radeonlab.jobs.fleet.inventory import HostTarget, load_inventory, select_hosts
 from radeonlab.jobs.fleet.probe import probe_hosts
 from radeonlab.roles.python_stack.defaults import DEFAULTS as STACK_DEFAULTS
 from radeonlab.roles.wheel_cache.defaults import DEFAULTS as CACHE_DEFAULTS
-
-from radeonlab.cli import main
 from radeonlab.sandbox import aptrepo, web, wheels
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost
 from radeonlab.sandbox.simcards import CARDS as SIMCARDS

@@ -10,8 +10,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from radeonlab.roles.python_stack.defaults import DEFAULTS
 
+from radeonlab.roles.python_stack.defaults import DEFAULTS
 from radeonlab.sandbox import amdwheels, config, web, wheels
 
 

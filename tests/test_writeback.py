@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from radeonlab.jobs.host import writeback
 from radeonlab.jobs.host.writeback import Writeback
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from radeonlab.roles.access.defaults import DEFAULTS as ACCESS_DEFAULTS
 from radeonlab.roles.gpu import sysfs
 from radeonlab.roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
@@ -34,7 +35,6 @@ from radeonlab.roles.rocm import repos
 from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
 from radeonlab.roles.rocm.defaults import SUPPORTED_DISTROS
 from radeonlab.roles.verify.defaults import DEFAULTS as VERIFY_DEFAULTS
-
 from tests.bench.phases import ANSIBLE_STEP, Timed, run_timed
 
 PLAYBOOK_DIR = Path(__file__).with_name("ansible")

@@ -23,7 +23,6 @@ from typing import Any
 from radeonlab.jobs.fleet.inventory import HostTarget
 from radeonlab.jobs.ssh.connection import Channel, connect, quote_argv
 from radeonlab.jobs.ssh.transfer import BLOCK, LocalFile, fetch, sha256_file, upload_blobs
-
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost
 
 LAB_HOME = "/home/lab/radeonlab"

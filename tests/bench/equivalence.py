@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from radeonlab.roles.verify import record as rec
-
 from radeonlab.sandbox.hosts import SandboxHost
 from tests.bench.ansible_inventory import rocm_sources, settings
 

@@ -37,7 +37,6 @@ from typing import Any
 
 from radeonlab.jobs.fleet.inventory import load_inventory
 from radeonlab.roles.python_stack.defaults import DEFAULTS as STACK_DEFAULTS
-
 from radeonlab.sandbox import reap
 from radeonlab.sandbox.hosts import Sandbox
 from tests.bench import data, jobs, provisioning

@@ -15,7 +15,6 @@ import tempfile
 from pathlib import Path
 
 from radeonlab.jobs.fleet.inventory import load_inventory
-
 from radeonlab.sandbox import reap
 from radeonlab.sandbox.hosts import Sandbox
 from tests.bench.data import bench_size

@@ -1,0 +1,78 @@
+"""Provision Radeon workstations for LoRA fine-tuning: `pyinfra -y inventories/home.py deploy/setup.py`.
+
+Reads top to bottom: find the GPUs once, then ROCm, the GPU environment, device access, the Python training
+stack, a verification that writes the host record (/etc/radeonlab/host.json) the job runner reads, and, in
+an inventory with the groups slurm_controller / slurm_nodes, Slurm (roles/slurm).
+"""
+
+from pyinfra import host, logger
+from pyinfra.api.exceptions import DeployError
+
+from radeonlab.roles.access import grant_gpu_access
+from radeonlab.roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
+from radeonlab.roles.gpu.facts import RadeonGpus
+from radeonlab.roles.gpu_env import configure_gpu_env
+from radeonlab.roles.gpu_env.plan import as_gpus, torch_build, training_targets
+from radeonlab.roles.python_stack import install_python_stack, lock_file
+from radeonlab.roles.python_stack.defaults import DEFAULTS as STACK_DEFAULTS
+from radeonlab.roles.rocm import install_rocm
+from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
+from radeonlab.roles.slurm import install_slurm_packages, is_controller_only, setup_slurm
+from radeonlab.roles.verify import verify_host
+from radeonlab.roles.wheel_cache import setup_wheel_cache
+
+
+def provision() -> None:
+    """Provision the current host (pyinfra runs it once per host of the inventory)."""
+    # 1. The GPUs, once (KFD topology + DRM sysfs), judged for the ROCm release being installed.
+    rocm_version = str(host.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"]))
+    gpus = as_gpus(
+        host.get_fact(
+            RadeonGpus,
+            sysfs_root=host.data.get("gpu_sysfs_root", GPU_DEFAULTS["gpu_sysfs_root"]),
+            rocm_version=rocm_version,
+        )
+    )
+    cpu_only = bool(host.data.get("gpu_cpu_only", False))
+    # A Slurm controller that runs no jobs (in slurm_controller, not in slurm_nodes) needs no GPU stack.
+    slurm_controller_only = is_controller_only()
+    if not gpus and not cpu_only and not slurm_controller_only:
+        raise DeployError(
+            f"{host.name}: no AMD GPU found (no GPU node in /sys/class/kfd): is the amdgpu driver loaded? "
+            "Set gpu_cpu_only: true to provision it without the GPU steps"
+        )
+
+    # The exact targets of the GPUs this host trains on (by usable memory, for the torch build it will get):
+    # one ROCm package and one AMD device extra each.
+    targets = training_targets(
+        gpus,
+        torch_build(host.data.get, ROCM_DEFAULTS, STACK_DEFAULTS),
+        int(host.data.get("gpu_min_vram_bytes", GPU_DEFAULTS["gpu_min_vram_bytes"])),
+        int(host.data.get("gpu_min_unified_memory_bytes", GPU_DEFAULTS["gpu_min_unified_memory_bytes"])),
+    )
+
+    # Slurm's packages (in a Slurm lab) before the stack check below, which watches the dpkg database.
+    install_slurm_packages()
+
+    if slurm_controller_only:
+        host.noop("Slurm controller only: no ROCm, GPU environment, Python stack or host record")
+    else:
+        # 2. ROCm and the GPU environment: only where GPU work will run.
+        if cpu_only:
+            targets = []
+            host.noop("gpu_cpu_only: skipping ROCm, the GPU environment and the device check")
+        else:
+            install_rocm(gfx_targets=targets)
+            configure_gpu_env(gpus)
+
+        # 3. The training user: GPU groups (device check only with a GPU), the Python stack (through the lab's
+        # wheel cache when the inventory names one: its host downloads and serves before any host installs),
+        # the record.
+        grant_gpu_access(check_devices=not cpu_only)
+        sources = setup_wheel_cache()
+        logger.info(f"{host.name}: installs the Python stack from the hash lock {lock_file(sources)}")
+        install_python_stack(sources=sources, gfx_targets=targets)
+        verify_host(gpus, cpu_only=cpu_only)
+
+    # 4. Slurm, after every record is written (slurm.conf is made from them); nothing without its groups.
+    setup_slurm(gpus)

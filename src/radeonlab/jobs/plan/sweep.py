@@ -1,0 +1,154 @@
+"""Sweeps: `radeonlab submit SPEC --sweep learning_rate=1e-4,5e-5 [--sweep lora_rank=8,16]` plans one job per
+combination of values (the product of every --sweep), each a plain `key=value` override recorded in its
+job.json, and places them across the fleet.
+
+`parse_sweeps` and `combinations` are pure. `plan_sweep` plans every job before anything is sent (a value
+that fails the checks refuses the whole sweep): each job is an ordinary `plan_job` (jobs/plan/plan.py).
+Where no host is named, the hosts are probed once and each job is judged by placement's own rules
+(jobs/plan/placement.py `judge`, with that job's overrides: a bigger batch may not fit where a smaller one
+does) and given the best host once the sweep's earlier jobs are counted in the queues (`spread`): two jobs
+on two free hosts run side by side, a third queues behind the first. A named host (or a multi-node job,
+placed by plan_job) takes every job of the sweep; its GPU queue runs them one after the other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from radeonlab.errors import InputError, PlacementError
+from radeonlab.jobs.fleet.inventory import load_inventory
+from radeonlab.jobs.fleet.probe import HostView, probe_hosts
+from radeonlab.jobs.plan import model as model_module
+from radeonlab.jobs.plan.placement import RULE, Decision, judge, needs_of
+from radeonlab.jobs.plan.plan import JobPlan, load_checked, plan_job
+from radeonlab.jobs.spec.load import Spec
+
+SWEEP: dict[str, int] = {"max_jobs": 64}  # a typo in a product of --sweep lists must not flood the fleet
+Say = Callable[[str], None]
+
+
+def parse_sweeps(items: Sequence[str], overrides: Sequence[str] = ()) -> list[tuple[str, list[str]]]:
+    """`key=v1,v2` items as (key, values), in order. InputError for a malformed item, an empty value, a key
+    swept twice, or a key also given as a plain `key=value` override."""
+    fixed = {o.split("=", 1)[0].strip() for o in overrides if "=" in o}
+    out: list[tuple[str, list[str]]] = []
+    for item in items:
+        key, eq, raw = item.partition("=")
+        key = key.strip()
+        values = [v.strip() for v in raw.split(",")]
+        if not eq or not key:
+            raise InputError(f"--sweep {item!r}: expected KEY=VALUE1,VALUE2 (e.g. learning_rate=1e-4,5e-5)")
+        if any(not v for v in values):
+            raise InputError(f"--sweep {item!r}: an empty value (values are separated by commas)")
+        if key in fixed or key in (k for k, _ in out):
+            raise InputError(f"--sweep {item!r}: {key} is already given (once, as a sweep or as KEY=VALUE)")
+        if len(set(values)) != len(values):
+            raise InputError(f"--sweep {item!r}: a value is repeated")
+        out.append((key, values))
+    return out
+
+
+def combinations(sweeps: Sequence[tuple[str, list[str]]]) -> list[list[str]]:
+    """Every combination as `key=value` overrides (the first --sweep varies slowest)."""
+    keys = [k for k, _ in sweeps]
+    product = list(itertools.product(*(values for _, values in sweeps)))
+    if len(product) > SWEEP["max_jobs"]:
+        raise InputError(
+            f"the sweep makes {len(product)} jobs, more than {SWEEP['max_jobs']}: sweep fewer values"
+        )
+    return [[f"{k}={v}" for k, v in zip(keys, combo, strict=True)] for combo in product]
+
+
+def spread(per_job: Sequence[Sequence[Decision]]) -> list[Decision]:
+    """For each job in order, the accepted host that ranks best (placement's rule) once the sweep's earlier
+    jobs are counted in that host's queue. PlacementError when no host accepts a job."""
+    taken: Counter[str] = Counter()
+    chosen = []
+    for n, decisions in enumerate(per_job, 1):
+        accepted = [d for d in decisions if d.accepted]
+        if not accepted:
+            why = "; ".join(d.line() for d in decisions) or "the inventory has no host"
+            raise PlacementError(f"no host fits job {n} of the sweep: {why}", list(decisions))
+        best = min(accepted, key=lambda d: (not d.has_card, d.queue + taken[d.host], -d.free_memory, d.host))
+        taken[best.host] += 1
+        chosen.append(best)
+    return chosen
+
+
+def place_sweep(
+    specs: Sequence[Spec], inventory: str | Path, environ: dict[str, str]
+) -> tuple[list[Decision], list[int]]:
+    """The host of each job (the hosts probed once) and how many of the sweep's earlier jobs it holds."""
+    targets = load_inventory(inventory)
+    endpoint = model_module.endpoint_of(targets, environ)
+    models: dict[str, model_module.ModelInfo] = {}
+    per_job, groups = [], set()
+    for spec in specs:
+        name = str(spec.train.get("model_name_or_path") or "")
+        if name not in models:  # a sweep may vary the model too
+            models[name] = model_module.resolve(spec, endpoint, environ)
+        per_job.append(needs_of(spec, models[name].config, models[name].note))
+        groups.add(spec.radeonlab.placement.host_group)
+    in_group = [t for t in targets.values() if None in groups or groups & {*t.groups, t.name}]
+    probed = {v.name: v for v in probe_hosts(in_group)}
+    views = [probed.get(n) or HostView(n) for n in targets]
+    chosen = spread([[judge(v, targets[v.name], needs) for v in views] for needs in per_job])
+    before = [sum(1 for d in chosen[:i] if d.host == c.host) for i, c in enumerate(chosen)]
+    return chosen, before
+
+
+def plan_sweep(
+    spec_path: str | Path,
+    inventory: str | Path,
+    sweeps: Sequence[str],
+    *,
+    overrides: Sequence[str] = (),
+    host: str | None = None,
+    nodes: int | None = None,
+    strict: bool = False,
+    allow_shared: bool = False,
+    ask_blobs: bool = True,
+    environ: dict[str, str] | None = None,
+    say: Say = print,
+) -> list[JobPlan]:
+    """One JobPlan per combination (see the module docstring); each holds its connections: close them."""
+    env = dict(os.environ if environ is None else environ)
+    jobs = [[*overrides, *combo] for combo in combinations(parse_sweeps(sweeps, overrides))]
+    specs = [load_checked(spec_path, combo)[0] for combo in jobs]  # every value checked before any host
+    named = host or specs[0].radeonlab.host
+    multi = (nodes or specs[0].radeonlab.nodes) > 1
+    placed: list[tuple[str | None, str]] = [(host, "")] * len(jobs)
+    if not named and not multi:
+        chosen, before = place_sweep(specs, inventory, env)
+        placed = [
+            (d.host, f"sweep placement: {d.reason}" + (f", after {b} job(s) of this sweep" if b else ""))
+            for d, b in zip(chosen, before, strict=True)
+        ]
+        say(f"placement: {len(jobs)} jobs over {', '.join(sorted({d.host for d in chosen}))} ({RULE})")
+    plans: list[JobPlan] = []
+    with contextlib.ExitStack() as opened:
+        for combo, (where, why) in zip(jobs, placed, strict=True):
+            plan = opened.enter_context(
+                plan_job(
+                    spec_path,
+                    inventory,
+                    host=where,
+                    nodes=nodes,
+                    overrides=combo,
+                    strict=strict,
+                    allow_shared=allow_shared,
+                    ask_blobs=ask_blobs,
+                    environ=env,
+                    say=say,
+                )
+            )
+            if why:
+                plan.rank0.placed = why
+            plans.append(plan)
+        opened.pop_all()
+    return plans

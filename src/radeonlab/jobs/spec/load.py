@@ -1,0 +1,266 @@
+"""A job spec: a plain LLaMA-Factory training YAML plus an optional `radeonlab:` block.
+
+    model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
+    stage: sft
+    ...                                  # any LLaMA-Factory `train` key, passed through unchanged
+    dataset_dir: data                    # a LOCAL folder, relative to this file (uploaded with the job)
+    radeonlab:                           # optional; removed before the YAML reaches LLaMA-Factory
+      datasets:                          # local dataset files to upload; each gets a dataset_info entry
+        - data/extra.jsonl               # name = file stem, formatting alpaca
+        - {file: data/chat.json, name: chat, formatting: sharegpt, columns: {messages: conversations}}
+      files: [ds_config.json]            # other local files the job needs, uploaded beside the spec
+      host: ws1                          # a host name of the inventory (empty: pick by placement)
+      placement: {host_group: lab, gfx_family: gfx11, min_vram_gb: 24}
+      remedies: {nan: on, oom: [halve_batch, halve_cutoff]}   # on | off | a list of steps to try in order
+      nodes: 1
+      env: {HF_HUB_OFFLINE: "1"}         # extra environment for the training process; names that look
+                                         # secret (*TOKEN*, *KEY*...: jobs/apply/secrets.py) reach it through
+                                         # env.secret only, never job.json
+      forward_env: [WANDB_API_KEY]       # variables of the laptop's environment to pass on as secrets
+                                         # (HF_TOKEN always is, when set)
+      limits: {memory_gb: 48}            # a cgroup memory limit (systemd-run MemoryMax=) on GPU hosts;
+                                         # address_space_gb: RLIMIT_AS (ulimit -v), CPU hosts only
+                                         # (HIP reserves large address ranges at start-up). A runaway job
+                                         # fails with an allocation error (and the OOM remedy) instead of
+                                         # driving the host into swap or the kernel OOM killer
+      notify: ["ntfys://{{ env.NTFY_TOPIC }}"]   # Apprise URLs the workstation tells when the job starts,
+                                         # logs its first step, takes a remedy, ends (jobs/host/notifier.py);
+                                         # secrets: env.secret only. Absent: the inventory's radeonlab_notify
+
+Values may use Jinja2 (`{{ env.USER }}`, `{{ spec_dir }}`), rendered in a sandbox with StrictUndefined before
+the YAML is parsed. YAML is read the way LLaMA-Factory reads it (OmegaConf's loader: `1e-4` is a float, no
+timestamps, duplicate keys refused), and every key keeps its line number for messages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import jinja2.sandbox
+import yaml
+
+from radeonlab.errors import InputError, SpecError
+from radeonlab.jobs.spec.block import (  # the block's types, re-exported: a spec carries them
+    BLOCK_KEY,
+    LIMIT_NAMES,
+    REMEDY_NAMES,
+    DatasetFile,
+    Placement,
+    RadeonlabBlock,
+    Remedy,
+    parse_block,
+)
+
+__all__ = [
+    "BLOCK_KEY",
+    "LIMIT_NAMES",
+    "REMEDY_NAMES",
+    "DatasetFile",
+    "Placement",
+    "RadeonlabBlock",
+    "Remedy",
+    "Spec",
+    "load",
+    "parse_text",
+    "with_overrides",
+]
+# LLaMA-Factory's default for `dataset_dir` (DataArguments); radeonlab resolves it relative to the spec file.
+DEFAULT_DATASET_DIR = "data"
+# `dataset_dir` values that tell LLaMA-Factory to read dataset_info.json from the hub (data/parser.py).
+REMOTE_DATASET_DIR_PREFIX = "REMOTE:"
+ONLINE_DATASET_DIR = "ONLINE"
+
+
+@dataclass
+class Spec:
+    """A loaded spec: the LLaMA-Factory keys (block removed), the block, and line numbers of every key."""
+
+    path: Path
+    train: dict[str, Any]
+    radeonlab: RadeonlabBlock
+    lines: dict[str, int]  # top-level key -> line; "radeonlab.placement.min_vram_gb" for nested block keys
+    block_problems: list[tuple[int, str]] = field(default_factory=list)  # (line, message) of a bad block
+    overrides: dict[str, str] = field(default_factory=dict)  # `submit SPEC key=value`, as typed
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+    def line_of(self, key: str) -> int:
+        """Line of a key (dotted for the block); 1 when unknown (e.g. a required key that is absent)."""
+        return self.lines.get(key, 1)
+
+    def dataset_dir(self) -> Path | None:
+        """The local dataset folder (relative to the spec file); None when it is read from the hub."""
+        value = self.train.get("dataset_dir", DEFAULT_DATASET_DIR)
+        if (
+            not isinstance(value, str)
+            or value == ONLINE_DATASET_DIR
+            or value.startswith(REMOTE_DATASET_DIR_PREFIX)
+        ):
+            return None
+        return (self.base_dir / value).resolve()
+
+
+# ------------------------------------------------------------------------------------------------ loading
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader resolving scalars like OmegaConf's loader (what `llamafactory-cli train x.yaml` uses)."""
+
+
+# Same float pattern as omegaconf/_yaml.py get_yaml_loader(): YAML 1.1 needs a dot, OmegaConf accepts 1e-4.
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"""^(?:
+         [-+]?[0-9]+(?:_[0-9]+)*\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?[0-9]+(?:_[0-9]+)*(?:[eE][-+]?[0-9]+)
+        |\.[0-9]+(?:_[0-9]+)*(?:[eE][-+][0-9]+)?
+        |[-+]?[0-9]+(?:_[0-9]+)*(?::[0-5]?[0-9])+\.[0-9_]*
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        re.X,
+    ),
+    list("-+0123456789."),
+)
+# OmegaConf drops the timestamp resolver: dates stay strings.
+_Loader.yaml_implicit_resolvers = {
+    k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:timestamp"]
+    for k, v in _Loader.yaml_implicit_resolvers.items()
+}
+
+
+def _render(text: str, path: Path) -> str:
+    """Render Jinja2 in a sandbox; undefined variables are errors. Plain YAML passes through unchanged."""
+    if "{{" not in text and "{%" not in text and "{#" not in text:
+        return text
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(
+        undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False
+    )
+    try:
+        template = env.from_string(text)
+        return template.render(env=dict(os.environ), spec_dir=str(path.parent.resolve()))
+    except jinja2.TemplateSyntaxError as err:
+        raise SpecError(str(path), err.lineno or 1, f"template error: {err.message}") from None
+    except jinja2.TemplateError as err:
+        raise SpecError(str(path), _template_line(err), f"template error: {err}") from None
+
+
+def _template_line(err: BaseException) -> int:
+    """The template line of a render error (Jinja rewrites tracebacks to point at `<template>` lines)."""
+    line, tb = 1, err.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<template>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def _check_duplicates(node: yaml.Node, file: str) -> None:
+    """Refuse duplicate keys anywhere (OmegaConf refuses them too; PyYAML would keep the last silently)."""
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[Any, int] = {}
+        for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode):
+                line = key_node.start_mark.line + 1
+                if key_node.value in seen:
+                    raise SpecError(
+                        file, line, f"duplicate key {key_node.value!r} (first on line {seen[key_node.value]})"
+                    )
+                seen[key_node.value] = line
+            _check_duplicates(value_node, file)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            _check_duplicates(item, file)
+
+
+def _lines(node: yaml.MappingNode, prefix: str = "") -> dict[str, int]:
+    """Key path -> line (1-based) for a mapping node, recursing into the radeonlab block only."""
+    out: dict[str, int] = {}
+    for key_node, value_node in node.value:
+        if not isinstance(key_node, yaml.ScalarNode):
+            continue
+        name = prefix + str(key_node.value)
+        out[name] = key_node.start_mark.line + 1
+        if isinstance(value_node, yaml.MappingNode) and (prefix or name == BLOCK_KEY):
+            out.update(_lines(value_node, name + "."))
+        elif isinstance(value_node, yaml.SequenceNode) and prefix:
+            for i, item in enumerate(value_node.value):
+                out[f"{name}.{i}"] = item.start_mark.line + 1
+    return out
+
+
+def parse_text(text: str, path: Path) -> Spec:
+    """Load a spec from its text (path: where it lives, for messages and relative paths)."""
+    file = str(path)
+    text = _render(text, path)
+    try:
+        loader = _Loader(text)
+        try:
+            root = loader.get_single_node()
+            if root is not None:
+                _check_duplicates(root, file)
+            data = loader.construct_document(root) if root is not None else None
+        finally:
+            loader.dispose()
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        line = mark.line + 1 if mark else 1
+        raise SpecError(file, line, f"not valid YAML: {err.problem or err}") from None
+    except yaml.YAMLError as err:
+        raise SpecError(file, 1, f"not valid YAML: {err}") from None
+    if root is None or data is None:
+        raise SpecError(file, 1, "empty spec: expected a mapping of LLaMA-Factory keys")
+    if not isinstance(data, dict):
+        kind = "a list" if isinstance(data, list) else f"a {type(data).__name__}"
+        raise SpecError(
+            file, root.start_mark.line + 1, f"a spec is a mapping of LLaMA-Factory keys, not {kind}"
+        )
+    lines = _lines(root)  # type: ignore[arg-type]
+    block_raw = data.pop(BLOCK_KEY, None)
+    problems: list[tuple[int, str]] = []
+    block = parse_block(block_raw, lines, problems)
+    return Spec(path=path, train=data, radeonlab=block, lines=lines, block_problems=problems)
+
+
+def with_overrides(spec: Spec, pairs: list[str]) -> Spec:
+    """The spec with `key=value` pairs applied on top, the way `llamafactory-cli train x.yaml key=value`
+    reads them (each value parsed as YAML by the spec's loader: `1e-4` is a float, `true` a bool).
+
+    Only top-level LLaMA-Factory keys (a sweep's values); the checks then judge the result."""
+    if not pairs:
+        return spec
+    train = dict(spec.train)
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        key = key.strip()
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", key) or key == BLOCK_KEY:
+            raise InputError(f"override {pair!r}: expected key=value with a LLaMA-Factory key")
+        try:
+            train[key] = yaml.load(raw, Loader=_Loader) if raw.strip() else ""  # noqa: S506 - a SafeLoader
+        except yaml.YAMLError as err:
+            raise InputError(f"override {pair!r}: the value is not valid YAML ({err})") from None
+    typed = {p.partition("=")[0].strip(): p.partition("=")[2] for p in pairs}
+    return dataclasses.replace(spec, train=train, overrides={**spec.overrides, **typed})
+
+
+def load(path: str | os.PathLike[str]) -> Spec:
+    """Load a spec file. Raises SpecError (one line, with file:line) when it cannot be read as a spec."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as err:
+        raise SpecError(str(p), 1, f"cannot read spec: {err.strerror or err}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise SpecError(str(p), line, f"not UTF-8 text (byte 0x{raw[err.start]:02x})") from None
+    return parse_text(text, p)

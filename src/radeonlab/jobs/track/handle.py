@@ -1,0 +1,268 @@
+"""A handle on one submitted job, used by every verb: open once, refresh, act on all its ranks.
+
+`JobHandle.open(ref, inventory)` finds the job: `ref` is a job id, a unique prefix of one, or `@last` (the
+newest job the laptop knows). The laptop's cache says which host to ask first; every other host of the
+inventory is asked after it, so a lost cache never hides a job. A multi-node job is found on its rank 0 (its
+folder holds the adapter); its peers are opened only when an action needs every rank. The handle keeps one
+SSH connection to rank 0 for its whole life, and refreshes the local cache whenever it reads the host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from radeonlab.contract.jobdir import JobDir
+from radeonlab.contract.jobid import is_job_id
+from radeonlab.contract.records import HostRecord, JobRecord, StateRecord
+from radeonlab.errors import (
+    InputError,
+    JobNotFoundError,
+    JobStateError,
+    RadeonlabError,
+    TransportError,
+    one_line,
+)
+from radeonlab.jobs.fleet import store
+from radeonlab.jobs.fleet.inventory import HostTarget, get_host, load_inventory
+from radeonlab.jobs.fleet.probe import read_host, require_record
+from radeonlab.jobs.ssh.connection import Remote, connect
+from radeonlab.jobs.track import follow
+
+LAST = "@last"
+Say = Callable[[str], None]
+
+
+@dataclass
+class RankResult:
+    """What an action did on one rank of a multi-node job."""
+
+    rank: int
+    host: str
+    state: StateRecord | None = None
+    error: str | None = None
+
+
+def resolve_ref(ref: str, conn_rows: list[store.JobRow]) -> str:
+    """A job id from what the user typed: the id itself, a unique prefix, or @last (from the local cache)."""
+    if ref == LAST:
+        if not conn_rows:
+            raise JobNotFoundError(
+                "@last: no job is known on this laptop yet (radeonlab list reads the hosts)"
+            )
+        return conn_rows[0].id
+    if is_job_id(ref):
+        return ref
+    if not ref or any(c not in "abcdefghijklmnopqrstuvwxyz0123456789-" for c in ref):
+        raise InputError(f"not a radeonlab job id: {ref!r} (ids look like demo-20250101-120000-ab12)")
+    matches = [r.id for r in conn_rows if r.id.startswith(ref)]
+    if len(matches) > 1:
+        raise InputError(
+            f"{ref!r} matches {len(matches)} jobs ({', '.join(matches[:4])}...): type more of the id"
+        )
+    if not matches:
+        raise JobNotFoundError(
+            f"no job id starting with {ref!r} is known on this laptop (try `radeonlab list`)"
+        )
+    return matches[0]
+
+
+@dataclass
+class JobHandle:
+    """An open connection to the host that holds a job's rank 0, and what it last said about the job."""
+
+    inventory: str
+    targets: dict[str, HostTarget]
+    target: HostTarget
+    remote: Remote
+    record: HostRecord
+    job: JobRecord
+    state: StateRecord
+    alive: bool | None
+    peers_: dict[int, HostTarget] = field(default_factory=dict)
+
+    # --- opening -----------------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, ref: str, inventory: str | Path, host: str | None = None) -> JobHandle:
+        """Find the job (cached host first, then every host) and keep that connection open."""
+        with contextlib.closing(store.connect()) as conn:
+            rows = store.list_jobs(conn)
+            job_id = resolve_ref(ref, rows)
+            row = store.get(conn, job_id)
+        targets = load_inventory(inventory)
+        if host:
+            candidates = [get_host(targets, host)]
+        else:
+            first = [targets[row.host]] if row and row.host in targets else []
+            candidates = first + [t for t in targets.values() if t not in first]
+        unreachable: list[str] = []
+        for target in candidates:
+            try:
+                remote = connect(target)
+            except TransportError as exc:  # an unreachable host must not hide the job on another
+                unreachable.append(f"{target.name} ({one_line(exc)})")
+                continue
+            try:
+                view = read_host(remote, jobs="full", ids=[job_id])
+                found = [j for j in view.jobs if j["id"] == job_id and j["rank"] == 0]
+                if not found:
+                    remote.close()
+                    continue
+                record = require_record(view, str(inventory))
+                handle = cls(str(inventory), targets, target, remote, record, *_parse(found[0]))
+            except BaseException:
+                remote.close()
+                raise
+            if handle.job.slurm and not host:
+                node = handle.slurm_view()
+                if node and node != target.name:  # Slurm ran it elsewhere: that node's folder is the truth
+                    handle.close()
+                    return cls.open(job_id, inventory, node)
+            handle.cache()
+            return handle
+        where = ", ".join(t.name for t in candidates)
+        gone = f"; unreachable: {'; '.join(unreachable)}" if unreachable else ""
+        error = JobNotFoundError(f"no job {job_id} on {where}{gone}")
+        if unreachable:
+            error.exit_code = 1  # it may be on a host that did not answer: a host failure, not bad input
+        raise error
+
+    def close(self) -> None:
+        self.remote.close()
+
+    def slurm_view(self) -> str | None:
+        """A Slurm job: show Slurm's word while the folder has not started; the host it runs on, if any."""
+        from radeonlab.jobs.track import slurm as slurm_track
+
+        lab = slurm_track.lab_for(self.targets, self.job.slurm)
+        if lab is None:
+            return None
+        found = slurm_track.slurm_jobs(lab).get(self.id)
+        self.state = slurm_track.overlay(self.state, found)
+        return slurm_track.ran_on(lab, found)
+
+    def __enter__(self) -> JobHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- reading -----------------------------------------------------------------------------------------
+    @property
+    def id(self) -> str:
+        return self.job.id
+
+    @property
+    def dir(self) -> JobDir:
+        return self.record.job_dir(self.job.id)
+
+    def refresh(self) -> JobHandle:
+        view = read_host(self.remote, jobs="full", ids=[self.id])
+        found = [j for j in view.jobs if j["id"] == self.id]
+        if not found:
+            raise JobNotFoundError(f"{self.target.name} has no job {self.id} any more")
+        self.job, self.state, self.alive = _parse(found[0])
+        self.cache()
+        return self
+
+    def cache(self) -> None:
+        with contextlib.closing(store.connect()) as conn:
+            store.upsert_from_host(
+                conn, store.HostJob(self.target.name, self.dir.root, self.job.to_dict(), self.state.to_dict())
+            )
+
+    def link(self, say: Say) -> follow.Link:
+        """The handle's connection as one that comes back (watch, logs -f)."""
+        return follow.Link(self.target, self.remote, say)
+
+    def events(
+        self,
+        say: Say,
+        files: dict[str, int],
+        *,
+        keep_going: bool,
+        gpus_every: float = 0.0,
+        interval: float | None = None,
+    ) -> Iterator[follow.Event]:
+        """The job's stream (jobs/track/follow.py); the handle follows a reconnect."""
+        link = self.link(say)
+        try:
+            for event in follow.events(
+                link, self.dir.root, files, follow=keep_going, gpus_every=gpus_every, interval=interval
+            ):
+                if event.kind == "state" and event.state is not None:
+                    self.state, self.alive = event.state, event.alive
+                    if event.job is not None:
+                        self.job = event.job
+                yield event
+        finally:
+            self.remote = link.remote
+
+    # --- every rank --------------------------------------------------------------------------------------
+    def peers(self) -> list[tuple[int, HostTarget]]:
+        return [(rank, get_host(self.targets, name)) for rank, name in self.job.peers()]
+
+    def on_peers(self, action: Callable[[Remote, HostRecord], StateRecord | None]) -> list[RankResult]:
+        """Run `action` on every other rank in parallel: one result each (an unreachable rank is named)."""
+
+        def one(rank: int, target: HostTarget) -> RankResult:
+            try:
+                with connect(target) as remote:
+                    record = require_record(read_host(remote, jobs="none"), self.inventory)
+                    return RankResult(rank, target.name, action(remote, record))
+            except RadeonlabError as exc:
+                return RankResult(rank, target.name, error=one_line(exc))
+
+        peers = self.peers()
+        if not peers:
+            return []
+        with ThreadPoolExecutor(max_workers=len(peers)) as pool:
+            return list(pool.map(lambda p: one(*p), peers))
+
+    def peer_states(self) -> list[RankResult]:
+        """Each other rank's state as its host reads it now (a rank whose process is gone reads as ended)."""
+
+        def state_on(remote: Remote, _record: HostRecord) -> StateRecord:
+            found = [j for j in read_host(remote, jobs="full", ids=[self.id]).jobs if j["id"] == self.id]
+            if not found:
+                raise JobNotFoundError(f"{remote.target.name} has no job {self.id} any more")
+            return _parse(found[0])[1]
+
+        return self.on_peers(state_on)
+
+    def cancel(self) -> tuple[StateRecord, list[RankResult]]:
+        """Cancel every rank at once (each rank's launcher records the cancel before it signals); a Slurm
+        job on every node it was staged on, then in Slurm (jobs/track/slurm.py)."""
+        if self.job.slurm:
+            return self._cancel_slurm()
+
+        def cancel_on(remote: Remote, record: HostRecord) -> StateRecord:
+            result = remote.tool("launcher", ["cancel", record.job_dir(self.id).root])
+            return StateRecord.from_dict(result.last_json())
+
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            peers = pool.submit(self.on_peers, cancel_on)
+            state = cancel_on(self.remote, self.record)
+            ranks = peers.result()
+        self.refresh()
+        return state, ranks
+
+    def _cancel_slurm(self) -> tuple[StateRecord, list[RankResult]]:
+        from radeonlab.jobs.track import slurm as slurm_track
+
+        lab = slurm_track.lab_for(self.targets, self.job.slurm)
+        if lab is None:
+            ctl = self.job.slurm.get("controller")
+            raise JobStateError(f"{self.id}: its Slurm controller {ctl} is no longer the inventory's")
+        _word, done = slurm_track.cancel(self.id, self.job.slurm, self.targets, lab)
+        self.refresh()
+        others = [RankResult(0, d.host, d.state, d.error) for d in done if d.host != self.target.name]
+        return self.state, others
+
+
+def _parse(item: dict) -> tuple[JobRecord, StateRecord, bool | None]:
+    state = StateRecord.from_dict(item["state"]).reconciled(item.get("alive"))
+    return JobRecord.from_dict(item["job"]), state, item.get("alive")

@@ -1,0 +1,61 @@
+"""Give the training user the GPU device groups and check that it can open the device nodes."""
+
+from __future__ import annotations
+
+import shlex
+
+from pyinfra import host, logger
+from pyinfra.api import deploy
+from pyinfra.api.exceptions import DeployError
+from pyinfra.facts.files import Directory, File
+from pyinfra.operations import server
+
+from radeonlab.roles.access.check import LINGER_DIR, access_problems, linger_command
+from radeonlab.roles.access.defaults import DEFAULTS
+from radeonlab.roles.access.facts import DeviceNodes
+from radeonlab.roles.python_stack import stack_paths
+from radeonlab.roles.python_stack.facts import UserGroups
+
+
+@deploy("Give the training user GPU access", data_defaults=DEFAULTS)
+def grant_gpu_access(check_devices: bool = True) -> None:
+    """Add the training user to video + render (keeping its other groups); then, unless told not to (a host
+    without GPU), check the device nodes' modes and groups against the user's groups."""
+    user = host.data.get("access_user") or stack_paths().user
+    groups = list(host.data.get("access_groups"))
+    for group in host.data.get("access_system_groups"):
+        server.group(name=f"Create the system group {group}", group=group, system=True, _sudo=True)
+    server.user(
+        name=f"Add {user} to {', '.join(groups)}",
+        user=user,
+        groups=groups,
+        append=True,  # never drop the user's other groups (sudo!)
+        _sudo=True,
+    )
+    linger = linger_command(
+        user,
+        systemd_runs=bool(host.get_fact(Directory, path="/run/systemd/system")),
+        lingering=bool(host.get_fact(File, path=f"{LINGER_DIR}/{user}")),
+        wanted=bool(host.data.get("access_linger")),
+    )
+    if linger:
+        server.shell(
+            name=f"Let {user}'s systemd manager outlive its sessions (jobs with limits.memory_gb)",
+            commands=[shlex.join(linger)],
+            _sudo=True,
+        )
+    if not check_devices:
+        return
+    existing = host.get_fact(UserGroups, user=user) or {}
+    # The groups the user has once the operation above ran: decided now, from facts, not after the fact.
+    after = {existing.get("group", user), *existing.get("groups", []), *groups}
+    problems = access_problems(
+        host.get_fact(DeviceNodes, patterns=list(host.data.get("access_devices"))),
+        user,
+        after,
+        host.data.get("access_devices"),
+    )
+    for problem in problems:
+        if host.data.get("access_strict"):
+            raise DeployError(f"{host.name}: {problem}")
+        logger.warning(f"{host.print_prefix}{problem}")

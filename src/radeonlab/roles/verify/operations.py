@@ -1,0 +1,104 @@
+"""The verify role's operation: gather the report when it runs (after the stack is installed), write the
+host record only when what it says changed. The stack check (a torch import, seconds) runs only when what it
+depends on changed since the saved one (StackCheckState), or when the record must be rewritten: a record is
+only ever written from a check made in the same run."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from pyinfra import host
+from pyinfra.api import operation
+from pyinfra.api.exceptions import OperationError
+from pyinfra.facts.files import Directory
+from pyinfra.operations import files
+
+from radeonlab.roles.gpu.cards import Gpu
+from radeonlab.roles.rocm.facts import RocmInstalledVersion
+from radeonlab.roles.verify import record as rec
+from radeonlab.roles.verify.facts import CHECK_SCRIPT, HostRecord, StackCheckState, StackReport
+
+# host name -> (record, report, checked_at), filled as the operation runs; read by the end-of-run table.
+# checked_at is None when the check ran in this run, else when the reused report was observed.
+RESULTS: dict[str, tuple[dict[str, Any], dict[str, Any] | None, str | None]] = {}
+
+
+@operation()
+def host_record(
+    path: str,
+    user: str,
+    home: str,
+    venv: str,
+    jobs_dir: str,
+    model_cache: str,
+    cpu_only: bool,
+    rocm_stream: str,
+    rocm_version: str,
+    rocm_version_file: str,
+    llamafactory_version: str,
+    gpus: Sequence[Gpu],
+    check_path: str,
+    devices: Sequence[str],
+    matmul_size: int = 1024,
+    recheck: bool = False,
+    allow_cpu_torch: bool = False,
+    torch_source: str = "",
+):
+    """Write the host record at `path` (root:root 0644) from what the host reports, and save the stack check
+    with the digest of its inputs at `check_path` (root:root 0644).
+
+    The facts are read inside the operation, so on a first run they see the stack the earlier operations
+    installed. A record that differs only in volatile fields (written_at, vram_used) is left as it is.
+    """
+    check_state = host.get_fact(StackCheckState, venv=venv, saved_path=check_path, user=user, devices=devices)
+    inputs = rec.check_inputs(check_state["fingerprint"], CHECK_SCRIPT, matmul_size, gpus)
+    old = host.get_fact(HostRecord, path=path)
+    rocm = {
+        "stream": rocm_stream,
+        "version": rocm_version,
+        "installed": host.get_fact(RocmInstalledVersion, path=rocm_version_file),
+    }
+    systemd = bool(host.get_fact(Directory, path="/run/systemd/system"))  # systemd is the running init
+
+    ctx = rec.RecordContext(
+        host=host.name,
+        user=user,
+        home=home,
+        venv=venv,
+        jobs_dir=jobs_dir,
+        model_cache=model_cache,
+        cpu_only=cpu_only,
+        rocm=rocm,
+        llamafactory_version=llamafactory_version,
+        gpus=gpus,
+        allow_cpu=allow_cpu_torch,
+        systemd=systemd,
+        torch_source=torch_source,
+    )
+    saved = None if recheck else rec.reusable_report(check_state["saved"], inputs)
+    if rec.saved_check_will_do(ctx, old, saved):
+        assert old is not None and saved is not None
+        RESULTS[host.name] = (old, saved, check_state["saved"]["checked_at"])
+        host.noop(f"host record {path} is current; stack check inputs unchanged, not re-run")
+        return
+
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    report = host.get_fact(StackReport, python=f"{venv}/bin/python", matmul_size=matmul_size, _sudo_user=user)
+    new = rec.record_for(ctx, report, now)
+    current = rec.is_current(old, new)
+    RESULTS[host.name] = (old if current and old else new, report, None)
+    if not current:
+        yield from files.put._inner(
+            src=io.StringIO(rec.dumps(new)), dest=path, user="root", group="root", mode="644"
+        )
+    if report is not None and not report.get("error"):  # a failed check is not reused: it runs again
+        line = json.dumps({"inputs": inputs, "checked_at": now, "report": report}, sort_keys=True)
+        yield from files.put._inner(
+            src=io.StringIO(line + "\n"), dest=check_path, user="root", group="root", mode="644"
+        )
+    if new.get("problem"):  # the record says why the host is not usable; the deploy fails this host
+        raise OperationError(f"{host.name}: {new['problem']}")

@@ -1,0 +1,98 @@
+"""One provisioned sandbox workstation: what the demo and the job-runner tests start from.
+
+Builds (or reuses from the cache) the SIMULATED AMD apt repository and the local wheel index (CPU torch
+standing in for the ROCm build), serves them on loopback, creates sandbox host(s) with a simulated card and
+runs the real provisioning over SSH: `pyinfra -y inventories/sandbox.py deploy/setup.py`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from radeonlab.sandbox import aptrepo, web, wheels
+from radeonlab.sandbox.hosts import Sandbox, SandboxError, SandboxHost
+
+# The installed package's own inventory file, and deploy/setup.py's function in pyinfra's `module.function`
+# form (deploy/setup.py is that one call): an installed radeonlab has no checkout to point at.
+INVENTORY = str(resources.files("radeonlab.sandbox").joinpath("inventory.py"))
+DEPLOY = "radeonlab.deploy.setup.provision"
+DEPLOY_TIMEOUT_S = 3600
+
+
+@dataclass
+class Provisioned:
+    """A provisioned host and what it cost."""
+
+    host: SandboxHost
+    seconds: float  # the pyinfra run alone
+
+
+def sandbox_env(sandbox: Sandbox) -> dict[str, str]:
+    """The environment that points inventories/sandbox.py (pyinfra and radeonlab) at this sandbox."""
+    return {**os.environ, "RADEONLAB_SANDBOX_DIR": str(sandbox.state_dir)}
+
+
+def provision_host(
+    sandbox: Sandbox, name: str, card: str | None = "rx7900xtx", *, quiet: bool = True
+) -> Provisioned:
+    """Create host `name` with simulated `card` and provision it with deploy/setup.py (real SSH)."""
+    return provision_hosts(sandbox, {name: card}, quiet=quiet)[name]
+
+
+def provision_hosts(
+    sandbox: Sandbox, cards: dict[str, str | None], *, quiet: bool = True
+) -> dict[str, Provisioned]:
+    """Create the hosts (name -> simulated card) and provision them in ONE pyinfra run (hosts in parallel).
+
+    Hosts that already exist are reused (a re-run on a provisioned host is a cheap no-op). The web server
+    serving the apt repo and the wheel index lives only for the pyinfra run: jobs need nothing from it after.
+    """
+    repo = aptrepo.build_repo(sandbox.state_dir)
+    index = wheels.build_wheel_index(sandbox.state_dir)
+    with web.spawn(sandbox.www_dir) as server:
+        sandbox.set_common_data(**repo.settings(server.url), **index.settings(server.url))
+        for name in cards:  # a host left stopped by an earlier run (machine restart): made again, not reused
+            if name in sandbox.hosts and not sandbox.hosts[name].is_running():
+                sandbox.destroy_host(name)
+        hosts = {n: sandbox.hosts.get(n) or sandbox.create_host(n, card=c) for n, c in cards.items()}
+        pyinfra = str(Path(sys.executable).with_name("pyinfra"))
+        start = time.monotonic()
+        done = subprocess.run(
+            [pyinfra, "-y", *(arg for n in cards for arg in ("--limit", n)), INVENTORY, DEPLOY],
+            cwd=sandbox.state_dir,
+            env=sandbox_env(sandbox),
+            capture_output=quiet,
+            text=True,
+            timeout=DEPLOY_TIMEOUT_S,
+        )
+        seconds = time.monotonic() - start
+    if done.returncode != 0:
+        tail = (done.stderr or "")[-3000:] if quiet else ""
+        raise SandboxError(f"provisioning {', '.join(cards)} failed (exit {done.returncode}):\n{tail}")
+    return {n: Provisioned(h, seconds) for n, h in hosts.items()}
+
+
+# One provisioned host shared by the end-to-end job modules of a test session (tests/test_jobs_e2e.py,
+# test_jobs_health_e2e.py, faultlab.py): provisioning is the costly part of CI, a re-run on a provisioned
+# host is a no-op. Modules leave it for the session's sandbox teardown.
+SHARED_TRAINER = "lab1"
+
+
+def shared_trainer(sandbox: Sandbox, card: str = "rx7900xtx") -> Provisioned:
+    """The session's shared host, provisioned on first use; later users get it reachable and idle."""
+    host = sandbox.hosts.get(SHARED_TRAINER)
+    if host is not None:
+        if not host.is_running():
+            host.start()
+        else:
+            host.start_sshd()  # an earlier module may have left sshd stopped (fault tests)
+        # End what an earlier module left running: its jobs then read as failed ("process gone") and the
+        # GPU locks they held free up, so this module's jobs are not queued behind them.
+        host.exec(f"pkill -KILL -u {host.user} || true")
+    return provision_host(sandbox, SHARED_TRAINER, card)
