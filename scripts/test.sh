@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
-# Run radeonlab's whole test suite on this machine (as root): unit and fixture tests, and the
-# end-to-end tests on simulated Radeon workstations (sandbox hosts). Extra arguments go to pytest.
+# Run radeonlab's tests on this machine (as root).
+#   ./scripts/test.sh          the whole suite (what CI runs): unit and fixture tests, and the end-to-end tests
+#                              on SIMULATED Radeon workstations (sandbox hosts)
+#   ./scripts/test.sh --fast   the lane to run before a commit: ruff and every test that needs no sandbox host
+# Other arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+lane=(--durations=15)
+if [ "${1:-}" = "--fast" ]; then
+  shift
+  lane=(-m "not sandbox and not slow")
+fi
 bash scripts/bootstrap.sh
 .venv/bin/ruff check .
 set +e
-.venv/bin/python -m pytest --durations=15 "$@"
+.venv/bin/python -m pytest "${lane[@]}" "$@"
 rc=$?
 set -e
 # pytest's 5 means no test ran: that is a failure here, never a pass.
