@@ -48,7 +48,7 @@ class _LazyGroup(click.Group):
             return None
         return importlib.import_module(f"radeonlab.cli.{VERBS[name]}").command
 
-    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # type: ignore[override]
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         """click's main, with radeonlab's one error format and exit codes (see run)."""
         code = run(
             self, list(sys.argv[1:] if args is None else args), prog_name or "radeonlab", complete_var, extra

@@ -67,13 +67,12 @@ def command(
         click.echo(f"  {f.name}  sha256 {f.sha256[:16]}…  {'(already here)' if f.skipped else 'verified'}")
     log = local / "output" / "trainer_log.jsonl"
     if log.is_file():
-        points = [
-            p for p in map(metrics.parse_line, log.read_text().splitlines()) if p and p.loss is not None
-        ]
+        parsed = [metrics.parse_line(line) for line in log.read_text().splitlines()]
+        points = [(p.step, p.loss) for p in parsed if p and p.loss is not None]
         if points:
             click.echo(
-                f"loss {points[0].loss:.3f} -> {points[-1].loss:.3f} over {points[-1].step} steps: "
-                f"{sparkline([p.loss for p in points], 60)}"
+                f"loss {points[0][1]:.3f} -> {points[-1][1]:.3f} over {points[-1][0]} steps: "
+                f"{sparkline([loss for _, loss in points], 60)}"
             )
     click.echo(f"results in {local}")
     if answer is not None:

@@ -21,6 +21,7 @@ import json
 import os
 import posixpath
 from dataclasses import dataclass
+from typing import Any
 
 FILES: dict[str, str] = {
     "job": "job.json",
@@ -87,7 +88,7 @@ def blobs_dir(jobs_dir: str) -> str:
 # ------------------------------------------------------------------------------- on the host: files, /proc
 
 
-def read_json(path: str) -> dict:
+def read_json(path: str) -> dict[str, Any]:
     """A JSON object from `path`; {} when absent or unreadable (files are written atomically: see below)."""
     try:
         with open(path) as f:
@@ -97,7 +98,7 @@ def read_json(path: str) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def write_json_atomic(path: str, data: dict) -> None:
+def write_json_atomic(path: str, data: dict[str, Any]) -> None:
     """tmp + fsync + rename: a reader sees the old or the new file, never half of one."""
     tmp = f"{path}.tmp.{os.getpid()}"
     with open(tmp, "w") as f:
@@ -148,18 +149,18 @@ def live_groups() -> set[int]:
 
 def group_alive(pgid: int | None) -> bool:
     """True while any non-zombie process is in the process group."""
-    return bool(pgid) and int(pgid) in live_groups()  # type: ignore[arg-type]
+    return pgid is not None and pgid > 0 and pgid in live_groups()
 
 
-def job_alive(state: dict, groups: set[int] | None = None) -> bool:
+def job_alive(state: dict[str, Any], groups: set[int] | None = None) -> bool:
     """Is anything of the job still running: its launcher (pid + start time) or its training group."""
     if alive(state.get("pid"), state.get("pid_start")):
         return True
-    pgid = state.get("pgid")
-    return bool(pgid) and int(pgid) in (live_groups() if groups is None else groups)
+    pgid = int(state.get("pgid") or 0)
+    return pgid > 0 and pgid in (live_groups() if groups is None else groups)
 
 
-def scan(jobs_dir: str, ids: list[str] | None = None) -> list[dict]:
+def scan(jobs_dir: str, ids: list[str] | None = None) -> list[dict[str, Any]]:
     """Every job folder under `jobs_dir` (or just `ids`): {"id", "job", "state", "alive"}, oldest first.
 
     The one scanner: fleet, placement, `list` and the queue all read job folders through it."""
@@ -169,7 +170,7 @@ def scan(jobs_dir: str, ids: list[str] | None = None) -> list[dict]:
         except FileNotFoundError:
             return []
     groups = live_groups()
-    out = []
+    out: list[dict[str, Any]] = []
     for job_id in ids:
         root = os.path.join(jobs_dir, job_id)
         job = read_json(os.path.join(root, FILES["job"]))

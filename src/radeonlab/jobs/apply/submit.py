@@ -70,7 +70,7 @@ def upload(node: NodePlan, progress_bar: ProgressBar, say: Say) -> UploadReport:
     files = [u.local for u in node.uploads]
     label = f"upload -> {node.host}"
     with progress_bar(label) as bar:
-        have, _sent = upload_blobs(node.remote, files, node.record.blobs_dir, bar)
+        have, _sent = upload_blobs(node.connection, files, node.record.blobs_dir, bar)
     report = UploadReport()
     seen: set[str] = set()
     for u in node.uploads:
@@ -118,7 +118,7 @@ def launch_options(plan: JobPlan, node: NodePlan, resume: bool = False, max_step
 def run_stage(node: NodePlan, request: dict[str, Any]) -> StateRecord:
     """One round trip to jobs/host/stage.py; the state its launcher recorded (queued if it said nothing)."""
     # the code folder is relative to the SSH user's home; stage.py runs there (sshd's working directory)
-    answer = node.remote.tool("stage", stdin_text=json.dumps(request)).last_json()
+    answer = node.connection.tool("stage", stdin_text=json.dumps(request)).last_json()
     return StateRecord.from_dict(answer.get("state") or {}).reconciled(answer.get("alive"))
 
 
@@ -138,7 +138,7 @@ def apply_plan(plan: JobPlan, *, progress_bar: ProgressBar = no_progress, say: S
         refused = [(n.host, s) for n, s in zip(plan.nodes, states, strict=True) if s.state.is_finished()]
         if refused:
             for node in plan.nodes:  # a lone rank would wait for its peer until torchrun's timeout
-                node.remote.tool("launcher", ["cancel", node.job.root], check=False)
+                node.connection.tool("launcher", ["cancel", node.job.root], check=False)
             why = "; ".join(f"{name}: {s.summary()}" for name, s in refused)
             raise RadeonlabError(f"{plan.job_id}: a node did not start, every node cancelled: {why}")
     rank0 = plan.rank0

@@ -28,7 +28,7 @@ def changed_files(job_dir: str, code: dict) -> list[tuple[str, str]]:
     root = os.path.join(job_dir, CODE_DIR)
     if not expected:
         return [("", "job.json lists no host code digests")]
-    found = set()
+    found: set[str] = set()
     for folder, _, names in os.walk(root):
         found.update(os.path.relpath(os.path.join(folder, n), root) for n in names if not n.endswith(".pyc"))
     out = [(rel, f"host/{rel} was not shipped by radeonlab") for rel in sorted(found - set(expected))]

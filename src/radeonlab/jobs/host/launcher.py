@@ -199,7 +199,7 @@ def cancel(job_dir: str, grace: float) -> int:
     while not state.get("pgid") and alive(launcher, launcher_start) and time.monotonic() < deadline:
         time.sleep(0.1)
         state = read_json(state_path)
-    pgid = state.get("pgid")
+    pgid = int(state.get("pgid") or 0)
     for sig, wait_s in ((signal.SIGTERM, grace), (signal.SIGKILL, CANCEL_SETTLE_S)):
         if not group_alive(pgid):
             break

@@ -153,8 +153,9 @@ def progress(points: list[LogPoint]) -> Progress | None:
         return None
     pts = _dedupe(points)
     last = pts[-1]
-    losses = [p for p in pts if p.loss is not None]
-    latest = losses[-1] if losses else None
+    logged = [p for p in pts if p.loss is not None]
+    latest = logged[-1] if logged else None
+    losses = [(p.step, p.loss) for p in logged if p.loss is not None]
     return Progress(
         step=last.step,
         total_steps=last.total_steps,
@@ -165,9 +166,9 @@ def progress(points: list[LogPoint]) -> Progress | None:
         elapsed_s=last.elapsed_s,
         percentage=last.percentage,
         finished=last.loss is None and last.total_steps is not None and last.step >= last.total_steps - 1,
-        nan_steps=[p.step for p in losses if math.isnan(p.loss)],
-        inf_steps=[p.step for p in losses if math.isinf(p.loss)],
-        zero_loss_steps=[p.step for p in losses if p.loss == 0.0],
+        nan_steps=[step for step, loss in losses if math.isnan(loss)],
+        inf_steps=[step for step, loss in losses if math.isinf(loss)],
+        zero_loss_steps=[step for step, loss in losses if loss == 0.0],
     )
 
 

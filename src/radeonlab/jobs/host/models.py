@@ -247,8 +247,10 @@ class Pull:
         """The ref (a branch or tag name -> sha, as snapshot_download writes it) and radeonlab's manifest."""
         for ref in {self.revision, self.ref} - {self.sha, None}:
             write_atomic(self.folder / "refs" / str(ref), self.sha)
-        manifest = {"repo": self.repo_id, "sha": self.sha, "revision": self.revision, "pulled_at": now()}
-        manifest["files"] = [{"path": p, "size": s.size or 0} for p, s in self.files.items()]
+        manifest = {
+            "repo": self.repo_id, "sha": self.sha, "revision": self.revision, "pulled_at": now(),
+            "files": [{"path": p, "size": s.size or 0} for p, s in self.files.items()],
+        }  # fmt: skip
         write_atomic(self.folder / MANIFEST_DIR / f"{self.sha}.json", json.dumps(manifest))
 
 

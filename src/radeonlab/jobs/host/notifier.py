@@ -112,8 +112,9 @@ def result_fields(job_dir: str) -> dict[str, Any]:
     except (OSError, ValueError):
         results = {}
     effective = results.get("effective_tokens_per_sec") if isinstance(results, dict) else None
+    rate = effective or tps
     out["final_loss"] = round(last_loss, 4) if last_loss is not None else None
-    out["tokens_per_s"] = round(effective or tps, 1) if (effective or tps) else None
+    out["tokens_per_s"] = round(float(rate), 1) if rate else None
     return out
 
 

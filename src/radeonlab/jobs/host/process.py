@@ -61,6 +61,7 @@ def start_training(
     systemd; the SIMULATED sandbox hosts have none, so it is not exercised there).
     """
     address_space = limits.get("address_space_gb")
+    address_space_bytes = int(float(address_space) * 2**30) if address_space else 0
     if limits.get("memory_gb"):
         cap = f"MemoryMax={int(float(limits['memory_gb']) * 2**30)}"
         argv = [
@@ -80,8 +81,7 @@ def start_training(
     def limit() -> None:
         import resource
 
-        n = int(float(address_space) * 2**30)
-        resource.setrlimit(resource.RLIMIT_AS, (n, n))
+        resource.setrlimit(resource.RLIMIT_AS, (address_space_bytes, address_space_bytes))
 
     with open(os.path.join(job_dir, FILES["train_log"]), "ab") as log:
         return subprocess.Popen(

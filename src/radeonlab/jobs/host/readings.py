@@ -19,6 +19,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 MILLI, MICRO = 1e-3, 1e-6  # hwmon units: millidegrees Celsius, microwatts
 # rocm-smi key -> GpuReading field. Keys vary by ROCm release; all seen in the recorded outputs.
@@ -148,15 +149,16 @@ def parse_sysfs_values(index: int, values: Mapping[str, str]) -> GpuReading:
     for field, key in (("device_id", "device"), ("revision", "revision")):
         with contextlib.suppress(KeyError, ValueError):  # absent or unreadable: unknown
             setattr(reading, field, int(clean[key], 16))  # sysfs prints "0x744c"
-    for key, value in clean.items():
+    for key, text in clean.items():
         m = re.fullmatch(r"hwmon/temp(\d+)_input", key)
-        if m and _number(value) is not None:
+        millidegrees = _number(text) if m else None
+        if m and millidegrees is not None:
             label = clean.get(f"hwmon/temp{m.group(1)}_label", "edge" if m.group(1) == "1" else "")
             if label in HWMON_TEMP_LABELS:
-                setattr(reading, HWMON_TEMP_LABELS[label], _number(value) * MILLI)
+                setattr(reading, HWMON_TEMP_LABELS[label], millidegrees * MILLI)
     # power1_average on older kernels/cards, power1_input on newer ones (and APUs report both)
-    power = clean.get("hwmon/power1_average") or clean.get("hwmon/power1_input")
-    reading.power_w = _number(power) * MICRO if power and _number(power) is not None else None
+    microwatts = _number(clean.get("hwmon/power1_average") or clean.get("hwmon/power1_input") or "")
+    reading.power_w = microwatts * MICRO if microwatts is not None else None
     return reading
 
 
@@ -196,7 +198,7 @@ def sysfs_cards(sysfs_root: str = "/sys") -> tuple[dict[int, dict[str, str]], di
     return cards, node_of_minor
 
 
-def read_gpus(host_gpus: Sequence[Mapping[str, object]] = (), sysfs_root: str = "/sys") -> list[GpuReading]:
+def read_gpus(host_gpus: Sequence[Mapping[str, Any]] = (), sysfs_root: str = "/sys") -> list[GpuReading]:
     """This host's GPU readings from drm sysfs, indexed like the host record's "gpus" (by KFD node).
 
     Cards the host record does not list are left out when a host record is given; without one, cards are
@@ -227,11 +229,8 @@ AMD_SMI_FIELDS: tuple[tuple[tuple[str, ...], str], ...] = (
 
 
 def _amd_smi_value(node: object) -> tuple[float, str] | None:
-    if isinstance(node, dict):
-        node, unit = node.get("value"), str(node.get("unit") or "")
-    else:
-        unit = ""
-    number = _number(str(node)) if node is not None else None
+    value, unit = (node.get("value"), str(node.get("unit") or "")) if isinstance(node, dict) else (node, "")
+    number = _number(str(value)) if value is not None else None
     return None if number is None else (number, unit)
 
 

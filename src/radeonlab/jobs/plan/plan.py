@@ -73,6 +73,13 @@ class NodePlan:
         return self.target.name
 
     @property
+    def connection(self) -> Remote:
+        """The open connection to this node's host (a plan being applied has one for every node)."""
+        if self.remote is None:
+            raise RuntimeError(f"{self.host}: the plan holds no connection to this host")
+        return self.remote
+
+    @property
     def bytes_to_send(self) -> int | None:
         if self.present is None:
             return None
@@ -419,7 +426,7 @@ def plan_job(
             )
         if ask_blobs:
             for n in plan.nodes:
-                n.present = blobs_present(n.remote, [u.local for u in n.uploads], n.record.blobs_dir)
+                n.present = blobs_present(n.connection, [u.local for u in n.uploads], n.record.blobs_dir)
         clock.lap("render, estimate, blobs")
         plan.timings = clock.laps
         opened.pop_all()

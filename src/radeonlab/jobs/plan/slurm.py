@@ -353,7 +353,8 @@ def parse_squeue(text: str) -> list[SlurmJob]:
 def parse_squeue_json(data: Mapping[str, object]) -> list[SlurmJob]:
     """`squeue --json` (already json.loads'ed) -> jobs. 22.05 writes job_state as a string."""
     jobs = []
-    for job in data.get("jobs") or []:  # type: ignore[union-attr]
+    listed = data.get("jobs")
+    for job in listed if isinstance(listed, list) else []:
         state = job.get("job_state")
         state = state[0] if isinstance(state, list) else state  # later Slurm writes a list of flags
         reason = str(job.get("state_reason") or "")

@@ -196,7 +196,8 @@ def _type_ok(value: Any, types: list[str]) -> bool:
         return "int" in types or "float" in types
     if isinstance(value, float):
         return "float" in types or ("int" in types and value.is_integer())
-    pytype = {str: "str", list: "list", dict: "dict"}.get(type(value))
+    names: dict[type, str] = {str: "str", list: "list", dict: "dict"}
+    pytype = names.get(type(value))
     return pytype in types
 
 

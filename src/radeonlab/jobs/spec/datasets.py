@@ -116,7 +116,8 @@ def _jtype(value: Any) -> str:
         return "boolean"
     if isinstance(value, int | float):
         return "number"
-    return {str: "string", list: "list", dict: "object"}.get(type(value), "null")
+    names: dict[type, str] = {str: "string", list: "list", dict: "object"}
+    return names.get(type(value), "null")
 
 
 def _check_alpaca(row: dict[str, Any], line: int, attr: DatasetAttr, stage: str, rep: _Reporter) -> None:
@@ -157,7 +158,7 @@ def _check_alpaca(row: dict[str, Any], line: int, attr: DatasetAttr, stage: str,
         rep.row(
             line, f"row dropped: {why}; {_CITE_DROP}", fix=f"give every row a non-empty `{missing}` string"
         )
-    elif stage == "sft" and row.get(attr.response) == "":
+    elif stage == "sft" and attr.response and row.get(attr.response) == "":
         rep.row(
             line,
             f"empty `{attr.response}`: LLaMA-Factory keeps the row and trains an empty answer",

@@ -238,6 +238,8 @@ class _Hub:
             raise self._not_a_model(api) from None
         except Exception as exc:
             raise self._other(exc) from exc
+        if not info.sha:  # every answer of the Hub's model API names its commit
+            raise self._other(ValueError(f"the Hub named no commit for {self.repo_id}"))
         files = tuple(RepoFile(s.rfilename, s.size or 0) for s in info.siblings or ())
         gated = bool(info.gated)
         if gated:

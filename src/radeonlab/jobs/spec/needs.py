@@ -229,6 +229,7 @@ def needs(config: Spec | Mapping[str, Any], env: Mapping[str, str] | None = None
 
     config: a loaded Spec (keys keep their lines, env comes from its radeonlab block) or a plain mapping of
     LLaMA-Factory keys (e.g. a rendered config; lines are 1, env as given)."""
+    train: Mapping[str, Any]
     if isinstance(config, Spec):
         train, file, env = config.train, str(config.path), {**config.radeonlab.env, **(env or {})}
         line_of = config.line_of

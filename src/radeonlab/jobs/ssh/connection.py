@@ -215,7 +215,7 @@ class Channel:
 
     def send(self, data: bytes | memoryview) -> None:
         try:
-            self.chan.sendall(data)
+            self.chan.sendall(bytes(data) if isinstance(data, memoryview) else data)
         except (OSError, EOFError, paramiko.SSHException) as exc:
             raise self._lost(exc) from None
 
@@ -232,7 +232,7 @@ class Channel:
     def read_into(self, view: memoryview) -> int:
         """Read up to len(view) bytes of stdout; 0 at the end."""
         try:
-            return self._out.readinto(view)
+            return self._out.readinto(view)  # type: ignore[arg-type]  # paramiko fills any writable buffer
         except (OSError, EOFError, paramiko.SSHException) as exc:
             raise self._lost(exc) from None
 
