@@ -4,6 +4,7 @@ plotly.js, the server-sent events, and cancel refused to anything but the dashbo
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import threading
@@ -121,12 +122,11 @@ class StandInLab:
         return StateRecord(JobState.CANCELLED, reason="cancelled by user")
 
 
-@pytest.fixture
-def served() -> Iterator[tuple[str, StandInLab]]:
-    lab = StandInLab()
+def serve_app(lab: StandInLab, password: str | None = None) -> Iterator[tuple[str, StandInLab]]:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    app = webapp.create_app(lab, allow_cancel=True, token="t0k")  # type: ignore[arg-type]
+    names = webapp.host_names("127.0.0.1", sock.getsockname()[1])
+    app = webapp.create_app(lab, names=names, allow_cancel=True, token="t0k", password=password)  # type: ignore[arg-type]
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -138,6 +138,11 @@ def served() -> Iterator[tuple[str, StandInLab]]:
     yield url, lab
     server.should_exit = True
     thread.join(10)
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[str, StandInLab]]:
+    yield from serve_app(StandInLab())
 
 
 def fetch(url: str, method: str = "GET", headers: dict | None = None) -> tuple[int, bytes, dict]:
@@ -183,6 +188,61 @@ def test_cancel_is_refused_cross_site_and_done_from_the_page(served: tuple[str, 
     assert lab.cancelled == []
     status, body, _ = fetch(cancel, "POST", {"Origin": origin, "X-Radeonlab-Token": "t0k"})
     assert status == 200 and json.loads(body)["state"] == "cancelled" and lab.cancelled == ["demo-1"]
+
+
+def test_a_request_for_another_name_is_refused_on_every_route(served: tuple[str, StandInLab]) -> None:
+    """DNS rebinding: a page of evil.example whose name now resolves to 127.0.0.1 is 'same origin' with
+    itself; its requests say `Host: evil.example:PORT`. None gets the page (and its cancel token), the lab, a
+    job's log tail, or a cancel; the dashboard's own names still work, cancel with the token included."""
+    url, lab = served
+    port = url.rsplit(":", 1)[1]
+    foreign = {"Host": f"evil.example:{port}"}
+    for path in ("/", "/api/lab", "/api/jobs/demo-1", "/static/dashboard.js", "/events"):
+        status, body, _ = fetch(url + path, headers=foreign)
+        assert status == 421 and b"t0k" not in body and b"demo-1" not in body, path
+    rebound = {**foreign, "Origin": f"http://evil.example:{port}", "X-Radeonlab-Token": "t0k"}
+    assert fetch(url + "/api/jobs/demo-1/cancel", "POST", rebound)[0] == 421
+    assert lab.cancelled == []
+    for name in ("127.0.0.1", "localhost"):
+        own = {"Host": f"{name}:{port}"}
+        assert fetch(url + "/", headers=own)[0] == 200
+        page = {**own, "Origin": f"http://{name}:{port}", "X-Radeonlab-Token": "t0k"}
+        status, body, _ = fetch(url + "/api/jobs/demo-1/cancel", "POST", page)
+        assert status == 200, body
+    assert lab.cancelled == ["demo-1", "demo-1"]
+    assert webapp.host_names("192.168.1.9", 8686) >= {"192.168.1.9:8686", "127.0.0.1:8686", "[::1]:8686"}
+    assert "0.0.0.0:8686" not in webapp.host_names("0.0.0.0", 8686)
+
+
+def test_with_a_password_every_route_needs_it() -> None:
+    lab = StandInLab()
+    served_app = serve_app(lab, password="hunter2")
+    url, _ = next(served_app)
+    try:
+        status, _, headers = fetch(url + "/")
+        assert status == 401 and headers["www-authenticate"].startswith("Basic")
+        wrong = {"Authorization": "Basic " + base64.b64encode(b"me:nope").decode()}
+        assert fetch(url + "/api/lab", headers=wrong)[0] == 401
+        good = {"Authorization": "Basic " + base64.b64encode(b"me:hunter2").decode()}
+        assert fetch(url + "/api/lab", headers=good)[0] == 200
+        page = {"Origin": url, "X-Radeonlab-Token": "t0k"}
+        assert fetch(url + "/api/jobs/demo-1/cancel", "POST", page)[0] == 401
+        status, _, _ = fetch(url + "/api/jobs/demo-1/cancel", "POST", {**good, **page})
+        assert status == 200 and lab.cancelled == ["demo-1"]
+    finally:
+        served_app.close()
+
+
+def test_cancel_beyond_loopback_without_a_password_does_not_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from radeonlab.cli import main
+
+    monkeypatch.delenv("RADEONLAB_DASHBOARD_PASSWORD", raising=False)
+    args = ["dashboard", "--bind", "0.0.0.0", "--allow-cancel", "-i", "nowhere.py"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and "RADEONLAB_DASHBOARD_PASSWORD" in result.output
+    assert len(result.output.strip().splitlines()) == 1
 
 
 def test_read_only_by_default() -> None:

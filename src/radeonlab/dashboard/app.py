@@ -10,15 +10,23 @@ Starlette (an ASGI toolkit: routing, responses, streaming, a test client) served
     GET  /events[?job=ID]       server-sent events: the lab on every change; with job=ID that job's new points
     POST /api/jobs/{id}/cancel  only with --allow-cancel; refused unless `allowed()` (no cross-site request)
 
+Every route answers only to the names the server listens as (`Host:` 127.0.0.1, localhost, [::1] or the --bind
+address, with its port; anything else is refused with 421): a page of another site whose name was rebound to
+this address (DNS rebinding) is then not "same origin" and gets neither the page, its cancel token, nor the
+lab. With a password (RADEONLAB_DASHBOARD_PASSWORD, required for --allow-cancel on a non-loopback bind) every
+route needs it too (HTTP Basic: the browser asks once).
+
 Everything reads `Lab` (radeonlab/dashboard/hub.py); no request ever waits on a host, except cancel.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import json
 import secrets
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from importlib import resources
 from typing import Any
 from urllib.parse import urlsplit
@@ -37,6 +45,32 @@ PLOTLY_JS = resources.files("plotly") / "package_data" / "plotly.min.js"
 OWN_FILES = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}
 EVENTS: dict[str, float] = {"poll_s": 0.5, "keepalive_s": 15.0}  # how often a stream looks for changes
 TOKEN_HEADER = "X-Radeonlab-Token"
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+
+
+def host_names(bind: str, port: int) -> frozenset[str]:
+    """The `Host:` values this server answers to: the loopback names and the bind address, with the port
+    (and without it where the port is HTTP's default, as browsers then send it)."""
+    names = {*LOOPBACK_NAMES, f"[{bind}]" if ":" in bind else bind} - {"0.0.0.0", "[::]"}
+    return frozenset({f"{n}:{port}" for n in names} | ({*names} if port == 80 else set()))
+
+
+def misdirected(headers: Mapping[str, str], names: frozenset[str]) -> str | None:
+    """Why a request addressed to another name is refused (None: it names this server)."""
+    host = headers.get("host", "").strip().lower()
+    if host in names:
+        return None
+    return f"this dashboard answers only as {', '.join(sorted(names))}; Host {host or '(none)'!r} refused"
+
+
+def password_refused(headers: Mapping[str, str], password: str) -> bool:
+    """HTTP Basic: any user name, the dashboard's password."""
+    scheme, _, value = headers.get("authorization", "").partition(" ")
+    try:
+        given = base64.b64decode(value, validate=True).decode().partition(":")[2]
+    except (binascii.Error, UnicodeDecodeError):
+        return True
+    return scheme.lower() != "basic" or not secrets.compare_digest(given.encode(), password.encode())
 
 
 def allowed(headers: Mapping[str, str], token: str) -> str | None:
@@ -62,9 +96,18 @@ def page(allow_cancel: bool, token: str) -> str:
     return text.replace("{{SETTINGS}}", json.dumps(settings).replace("<", "\\u003c"))
 
 
-def create_app(lab: Lab, *, allow_cancel: bool = False, token: str | None = None) -> Starlette:
-    """The ASGI app over `lab` (started and stopped by the caller)."""
+def create_app(
+    lab: Lab,
+    *,
+    names: Iterable[str],
+    allow_cancel: bool = False,
+    token: str | None = None,
+    password: str | None = None,
+) -> Starlette:
+    """The ASGI app over `lab` (started and stopped by the caller); `names`: the `Host:` values it answers to
+    (host_names())."""
     token = token or secrets.token_urlsafe(32)
+    allowed_names = frozenset(n.lower() for n in names)
     headers = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
     csp = (
         "default-src 'self'; img-src 'self' data: blob:; style-src 'self' 'unsafe-inline'; "
@@ -116,15 +159,29 @@ def create_app(lab: Lab, *, allow_cancel: bool = False, token: str | None = None
     async def favicon(request: Request) -> Response:
         return Response(status_code=204)  # none: a browser asks anyway
 
+    Endpoint = Callable[[Request], Awaitable[Response]]
+
+    def guarded(endpoint: Endpoint) -> Endpoint:
+        async def check(request: Request) -> Response:
+            why = misdirected(request.headers, allowed_names)
+            if why:
+                return Response(why, status_code=421, media_type="text/plain")
+            if password and password_refused(request.headers, password):
+                ask = {"WWW-Authenticate": 'Basic realm="radeonlab dashboard"'}
+                return Response("the dashboard's password is needed", status_code=401, headers=ask)
+            return await endpoint(request)
+
+        return check
+
     return Starlette(
         routes=[
-            Route("/", index),
-            Route("/favicon.ico", favicon),
-            Route("/static/{name}", static),
-            Route("/api/lab", api_lab),
-            Route("/api/jobs/{job_id}", api_job),
-            Route("/events", events),
-            Route("/api/jobs/{job_id}/cancel", cancel, methods=["POST"]),
+            Route("/", guarded(index)),
+            Route("/favicon.ico", guarded(favicon)),
+            Route("/static/{name}", guarded(static)),
+            Route("/api/lab", guarded(api_lab)),
+            Route("/api/jobs/{job_id}", guarded(api_job)),
+            Route("/events", guarded(events)),
+            Route("/api/jobs/{job_id}/cancel", guarded(cancel), methods=["POST"]),
         ]
     )
 
