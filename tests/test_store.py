@@ -108,3 +108,17 @@ def test_rebuild_into_a_fresh_database(tmp_path: Path) -> None:
     fresh = store.connect(tmp_path / "x" / "jobs.db")
     store.rebuild(fresh, [host_job("a-20250101-000000-aaaa", state="cancelled")])
     assert [r.state for r in store.list_jobs(fresh)] == ["cancelled"]
+
+
+def test_the_database_is_private_to_the_user_and_old_modes_are_repaired(tmp_path: Path) -> None:
+    """jobs.db names every job's hosts, datasets and overrides: 0600 in a 0700 folder, also when an older
+    radeonlab made them 0644 under 0755."""
+    home = tmp_path / "share" / "radeonlab"
+    store.connect(home / store.DB_NAME).close()
+    assert (home.stat().st_mode & 0o777, (home / store.DB_NAME).stat().st_mode & 0o777) == (0o700, 0o600)
+    home.chmod(0o755)
+    (home / store.DB_NAME).chmod(0o644)
+    conn = store.connect(home / store.DB_NAME)
+    conn.execute("SELECT 1").fetchone()
+    conn.close()
+    assert (home.stat().st_mode & 0o777, (home / store.DB_NAME).stat().st_mode & 0o777) == (0o700, 0o600)

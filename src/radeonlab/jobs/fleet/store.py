@@ -82,11 +82,20 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
 }
 
 
+def private(path: Path) -> None:
+    """The database holds every job's hosts, names and overrides: its folder 0700 and the file 0600, made so
+    (sqlite gives its journal the database's mode) and repaired when an older radeonlab left them open."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.parent.chmod(0o700)
+    os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
+    path.chmod(0o600)
+
+
 def connect(path: Path | None = None) -> sqlite3.Connection:
     """Open the job database: created when missing, migrated when older; one made by a newer radeonlab is
     set aside (renamed) and rebuilt, since the hosts are the truth."""
     path = path or db_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private(path)
     conn = sqlite3.connect(path)
     conn.row_factory = sqlite3.Row
     version = conn.execute("PRAGMA user_version").fetchone()[0]
