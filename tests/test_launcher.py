@@ -336,3 +336,16 @@ def test_reconcile_running_without_process_is_failed() -> None:
     assert never_started.reconciled(alive=False) is never_started
     done = StateRecord(JobState.SUCCEEDED, exit_code=0)
     assert done.reconciled(alive=False) is done
+
+
+def test_a_failure_of_the_launcher_itself_still_ends_the_job(tmp_path: Path, venv: Path) -> None:
+    """A job.json whose limits cannot be applied (NaN reached the host before check refused it): the
+    launcher's own exception ends the job as failed, launcher_error, with the exception's line; the traceback
+    is in launcher.log. Before, the launcher died and the job stayed `running` with nobody behind it."""
+    limits = {"address_space_gb": float("nan")}
+    job = make_job(jobs_dir(tmp_path), "nanlimit-20250101-000000-abcd", limits=limits)
+    assert run_launcher(job, venv) == 1
+    st = state_of(job)
+    assert st["state"] == JobState.FAILED.value and st["end"] == EndReason.LAUNCHER_ERROR.value
+    assert st["reason"].startswith("the launcher failed: ValueError") and "NaN" in st["reason"]
+    assert "Traceback" in (Path(job.root) / "launcher.log").read_text()

@@ -80,3 +80,15 @@ def test_address_space_gb_is_the_trainers_rlimit_as_only(tmp_path: Path) -> None
     proc = start_training(str(tmp_path), [sys.executable, "-c", show], dict(os.environ), [], {})
     assert proc.wait(timeout=60) == 0
     assert int((tmp_path / "train.log").read_text()) == resource.getrlimit(resource.RLIMIT_AS)[0]
+
+
+def test_limits_and_placement_must_be_finite(tmp_path: Path) -> None:
+    """YAML's .nan and .inf are floats above nothing and below nothing: both used to pass `<= 0` and crash the
+    launcher; check refuses them with the key."""
+    for text in ("{memory_gb: .nan}", "{address_space_gb: .inf}", "{memory_gb: -.inf}"):
+        spec = spec_with(tmp_path, text)
+        problems = spec.block_problems
+        assert any("must be a positive number (finite)" in msg for _, msg in problems), (text, problems)
+    spec = load(demo_job(tmp_path, extra="radeonlab:\n  placement: {min_vram_gb: .inf}\n"))
+    assert any("min_vram_gb must be a positive number (finite)" in msg for _, msg in spec.block_problems)
+    assert not spec_with(tmp_path, "{memory_gb: 48}").block_problems

@@ -42,6 +42,7 @@ class EndReason(str, Enum):  # noqa: UP042 - written into state.json as its valu
     SECRETS_REFUSED = "secrets_refused"
     CODE_CHANGED = "code_changed"
     LAUNCHER_STOPPED = "launcher_stopped"
+    LAUNCHER_ERROR = "launcher_error"
     PROCESS_GONE = "process_gone"
     CANCELLED = "cancelled"
 
@@ -66,6 +67,7 @@ _END_STATES: dict[EndReason, tuple[JobState, str]] = {
     EndReason.SECRETS_REFUSED: (JobState.FAILED, "the job's secrets were refused"),
     EndReason.CODE_CHANGED: (JobState.FAILED, "radeonlab's code in the job folder was changed"),
     EndReason.LAUNCHER_STOPPED: (JobState.FAILED, "the launcher was stopped by a signal"),
+    EndReason.LAUNCHER_ERROR: (JobState.FAILED, "the launcher failed (its traceback is in launcher.log)"),
     EndReason.PROCESS_GONE: (JobState.FAILED, "process gone (host rebooted or killed)"),
     EndReason.CANCELLED: (JobState.CANCELLED, "cancelled by user"),
 }

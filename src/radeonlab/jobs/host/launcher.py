@@ -28,6 +28,7 @@ import os
 import signal
 import sys
 import time
+import traceback
 from collections.abc import Mapping
 from typing import Any
 
@@ -248,9 +249,13 @@ def main(argv: list[str] | None = None) -> int:
     p_status.add_argument("job_dir")
     args = parser.parse_args(argv)
     if args.verb == "run":
-        return run(
-            args.job_dir, args.venv, args.allow_shared, not args.no_queue, args.resume, args.resume_max_step
-        )
+        queue_, resume = not args.no_queue, args.resume
+        try:
+            return run(args.job_dir, args.venv, args.allow_shared, queue_, resume, args.resume_max_step)
+        except Exception as exc:  # any failure of the launcher itself: the job must still end with a record
+            traceback.print_exc()  # into launcher.log (run() pointed stderr there)
+            detail = f"the launcher failed: {type(exc).__name__}: {exc}".splitlines()[0][:300]
+            return StateFile(os.path.abspath(args.job_dir)).finish(EndReason.LAUNCHER_ERROR, detail)
     if args.verb == "cancel":
         return cancel(args.job_dir, args.grace)
     return status(args.job_dir)

@@ -6,6 +6,7 @@ report every one of them at once.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,8 +158,8 @@ def parse_block(raw: Any, lines: dict[str, int], problems: list[tuple[int, str]]
                     f"unknown placement key {key!r} ({', '.join(_PLACEMENT_FIELDS)})",
                 )
         vram = placement.get("min_vram_gb")
-        if vram is not None and (isinstance(vram, bool) or not isinstance(vram, int | float) or vram <= 0):
-            bad("radeonlab.placement.min_vram_gb", "min_vram_gb must be a positive number")
+        if vram is not None and not _positive_number(vram):
+            bad("radeonlab.placement.min_vram_gb", "min_vram_gb must be a positive number (finite)")
             vram = None
         block.placement = Placement(
             host_group=_opt_str(placement.get("host_group")),
@@ -214,8 +215,8 @@ def parse_block(raw: Any, lines: dict[str, int], problems: list[tuple[int, str]]
             where = f"radeonlab.limits.{name}"
             if name not in LIMIT_NAMES:
                 bad(where, f"unknown limit {name!r} (known: {', '.join(LIMIT_NAMES)})")
-            elif isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                bad(where, f"limit {name} must be a positive number")
+            elif not _positive_number(value):
+                bad(where, f"limit {name} must be a positive number (finite)")
             else:
                 block.limits[name] = float(value)
 
@@ -237,6 +238,12 @@ def _as_list(value: Any, key: str, bad: Any) -> list[Any]:
         bad(key, f"{key.split('.')[-1]} must be a list")
         return []
     return value
+
+
+def _positive_number(value: Any) -> bool:
+    """A number above 0 that is finite (YAML's .nan and .inf are floats: they reached the launcher)."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    return number and math.isfinite(value) and value > 0
 
 
 def _opt_str(value: Any) -> str | None:
