@@ -148,6 +148,8 @@ def test_server_refuses_a_file_that_no_longer_matches_and_one_the_lock_lacks(tmp
         json.dumps({wheel.name: hashlib.sha256(b"original").hexdigest()})
     )
     assert serve.check(str(tmp_path), f"/files/{wheel.name}") is None
+    (tmp_path / "simple/peft").mkdir(parents=True)
+    (tmp_path / "simple/peft/index.html").write_text("<a>peft</a>")
     assert serve.check(str(tmp_path), "/simple/peft/") is None  # pages are served as they are
     wheel.write_bytes(b"origina!")  # one byte changed, same size
     os.utime(wheel, ns=(1, 1))  # a new mtime even where writes land within one timestamp tick
@@ -157,6 +159,30 @@ def test_server_refuses_a_file_that_no_longer_matches_and_one_the_lock_lacks(tmp
     os.utime(wheel, ns=(2, 2))
     assert serve.check(str(tmp_path), f"/files/{wheel.name}") is None  # restored: served again
     assert serve.check(str(tmp_path), "/files/other-1.0-py3-none-any.whl")[0] == 404  # type: ignore[index]
+
+
+def test_server_reads_the_path_as_http_server_will_and_serves_index_and_locks_only(tmp_path: Path) -> None:
+    """`/./files/X` and `/simple/../files/X` open the same file as `/files/X`: they are checked as it is (a
+    tampered file got out with 200 through them); the lock, pip's venv and folder listings are not served."""
+    (tmp_path / "files").mkdir()
+    (tmp_path / "simple/peft").mkdir(parents=True)
+    (tmp_path / "simple/peft/index.html").write_text("<a>peft</a>")
+    (tmp_path / "venv").mkdir()
+    wheel = tmp_path / "files/peft-0.18.1-py3-none-any.whl"
+    wheel.write_bytes(b"tampered")
+    locked = {wheel.name: hashlib.sha256(b"original").hexdigest()}
+    (tmp_path / ".lock-hashes.json").write_text(json.dumps(locked))
+    for spelling in ("/files/", "/./files/", "/simple/../files/", "//files/", "/files/./", "/%2e/files/"):
+        refused = serve.check(str(tmp_path), f"{spelling}{wheel.name}")
+        assert refused is not None and refused[0] == 409, spelling
+    unlocked = tmp_path / "files/other-1.0-py3-none-any.whl"
+    unlocked.write_bytes(b"x")
+    refused = serve.check(str(tmp_path), "/simple/../files/other-1.0-py3-none-any.whl")
+    assert refused is not None and refused[0] == 404
+    for path in ("/", "/.lock-hashes.json", "/venv/", "/files/", "/simple/nope/", "/lock.txt"):
+        refused = serve.check(str(tmp_path), path)
+        assert refused is not None and refused[0] == 404, path
+    assert serve.check(str(tmp_path), "/simple/peft/") is None
 
 
 # --- the cache's server and the workstations' pip runner, for real, on loopback (no sandbox host) ---------

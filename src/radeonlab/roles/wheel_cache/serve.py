@@ -2,14 +2,18 @@
 
     python3 serve.py --bind ADDRESS --directory CACHE_DIR PORT
 
-A read-only static server (GET and HEAD only, as http.server's) over CACHE_DIR, which serves a wheel under
-files/ only while its sha256 is the one the lab's lock gives it (CACHE_DIR/.lock-hashes.json, written by
-build_index.py from the lock). A file that no longer matches is refused with HTTP 409 and a one-line body
-naming the file, the lock's hash and the one on disk (the workstation's pip runner repeats it), and logged;
-a file the lock does not name is not served (404). Hashes are remembered per (size, mtime, ctime, inode):
-any write to a file, or a `touch`, makes the next request hash it again; a multi-GB wheel is read once
-otherwise. Workstations verify every file again on install (the hash travels with their lock): this check
-keeps a changed file from being handed out at all, it is not the only one.
+A read-only static server (GET and HEAD only, as http.server's) over CACHE_DIR that serves two things: the
+simple index's pages (simple/.../index.html) and the lock's wheels (files/NAME); nothing else (no folder
+listings, not the lock, not pip's venv), whatever the request's spelling: the check reads the path as
+http.server will (percent-decoded, `.` and `..` resolved), so `/./files/X` or `/simple/../files/X` is checked
+like `/files/X`. A wheel is served only while its sha256 is the one the lab's lock gives it
+(CACHE_DIR/.lock-hashes.json, written by build_index.py from the lock). A file that no longer matches is
+refused with HTTP 409 and a one-line body naming the file, the lock's hash and the one on disk (the
+workstation's pip runner repeats it), and logged; a file the lock does not name is not served (404). Hashes
+are remembered per (size, mtime, ctime, inode): any write to a file, or a `touch`, makes the next request hash
+it again; a multi-GB wheel is read once otherwise. Workstations verify every file again on install (the hash
+travels with their lock): this check keeps a changed file from being handed out at all, it is not the only
+one.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import argparse
 import hashlib
 import json
 import os
+import posixpath
 import sys
 import threading
 import urllib.parse
@@ -52,9 +57,18 @@ def current_sha256(path: str) -> str:
 
 def check(directory: str, url_path: str) -> tuple[int, str] | None:
     """None: serve it. Else (HTTP status, one-line reason) for a wheel the lock does not let out."""
-    path = urllib.parse.unquote(urllib.parse.urlsplit(url_path).path)
-    if not path.startswith("/files/"):
-        return None
+    # the file http.server's translate_path will open: query and fragment dropped, percent-decoded,
+    # normalised, empty, "." and ".." parts left out
+    raw = urllib.parse.unquote(url_path.split("?", 1)[0].split("#", 1)[0])
+    words = [w for w in posixpath.normpath(raw).split("/") if w and w not in (".", "..")]
+    path = "/" + "/".join(words)
+    if path == "/simple" or path.startswith("/simple/"):
+        page = os.path.join(directory, path.lstrip("/"))
+        if os.path.isfile(page) or os.path.isfile(os.path.join(page, "index.html")):
+            return None
+        return 404, f"{path}: not an index page"
+    if not path.startswith("/files/") or path.count("/") != 2:
+        return 404, f"{path}: the wheel cache serves only its index and the lock's wheels"
     name = path.rsplit("/", 1)[-1]
     try:
         with open(os.path.join(directory, HASHES)) as f:
@@ -76,6 +90,10 @@ def check(directory: str, url_path: str) -> tuple[int, str] | None:
 
 
 class Handler(SimpleHTTPRequestHandler):
+    def list_directory(self, path):  # type: ignore[no-untyped-def]
+        self.send_error(404, "no listings")  # a folder without index.html: never listed
+        return None
+
     def send_head(self):  # type: ignore[no-untyped-def]
         refused = check(self.directory, self.path)
         if refused is None:
