@@ -403,3 +403,30 @@ def test_info_severity_does_not_fail(tmp_path: Path) -> None:
     problems = check_path(path)
     assert [p.severity for p in problems] == [INFO]
     assert CliRunner().invoke(main, ["check", str(path)]).exit_code == 0
+
+
+def test_the_blocks_files_are_regular_files_inside_the_specs_folder_each_once(tmp_path: Path) -> None:
+    """radeonlab.files: `/etc/shadow`, `../x`, a link out of the folder, a FIFO (only stat'ed: check must not
+    block on it), a folder and a name listed twice are refused, each on its own line; a file below the spec's
+    folder is fine."""
+    import os
+
+    from tests.laptop_doubles import demo_job
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (tmp_path / "outside.txt").write_text("not the spec's\n")
+    (work / "sub").mkdir()
+    (work / "sub" / "ok.txt").write_text("fine\n")
+    (work / "link.txt").symlink_to(tmp_path / "outside.txt")
+    os.mkfifo(work / "pipe")
+    names = ["/etc/shadow", "../outside.txt", "link.txt", "pipe", "sub", "sub/ok.txt", "./sub/ok.txt"]
+    spec = demo_job(work, extra="radeonlab:\n  files: [" + ", ".join(names) + "]\n")
+    lines = [f"{p.line}: {p.message}" for p in check_path(spec) if "file to upload" in p.message]
+    text = "\n".join(lines)
+    for name in ("/etc/shadow", "../outside.txt", "link.txt"):
+        assert f"file to upload {name} is outside the spec's folder" in text, text
+    assert "file to upload pipe is not a regular file" in text
+    assert "file to upload sub is not a regular file" in text
+    assert "file to upload ./sub/ok.txt is listed twice" in text  # the first `sub/ok.txt` is fine
+    assert len(lines) == 6, text

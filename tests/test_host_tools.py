@@ -243,7 +243,7 @@ def test_stage_writes_job_json_last(home: Path) -> None:
     refused = run_tool(
         home / SETTINGS["code_dir"] / hostcode.digest(), "stage", stdin=json.dumps(request), cwd=home
     )
-    assert refused.returncode != 0 and "refusing link destination '../../outside'" in refused.stderr
+    assert refused.returncode != 0 and "refusing link destination: '../../outside'" in refused.stderr
     assert not (root.parent.parent / "outside").exists()
 
 

@@ -48,8 +48,9 @@ def test_dataset_files_are_the_ones_the_spec_trains_and_evaluates_on(tmp_path: P
 
 
 def test_uploads_name_every_local_file_and_where_it_lands(tmp_path: Path) -> None:
-    """Datasets to data/, the local model folder to model/, the radeonlab block's files beside config.yaml,
-    and a file a config key points at (a DeepSpeed JSON) to inputs/<key>/, as render points the key there."""
+    """Datasets to data/, the local model folder to model/, the radeonlab block's files to inputs/files/
+    (their path relative to the spec kept), and a file a config key points at (a DeepSpeed JSON) to
+    inputs/<key>/, as render points the key there."""
     spec_path = demo_job(tmp_path, extra="deepspeed: ds_z0.json\nradeonlab:\n  files: [notes.txt]\n")
     (tmp_path / "ds_z0.json").write_text('{"zero_optimization": {"stage": 0}}\n')
     (tmp_path / "notes.txt").write_text("read me on the host\n")
@@ -61,7 +62,7 @@ def test_uploads_name_every_local_file_and_where_it_lands(tmp_path: Path) -> Non
         (tmp_path / "data" / demodata.FILE_NAME, f"data/{demodata.FILE_NAME}"),
         (tmp_path / "tiny-llama" / "config.json", "model/config.json"),
         (tmp_path / "tiny-llama" / "model.safetensors", "model/model.safetensors"),
-        (tmp_path / "notes.txt", "notes.txt"),
+        (tmp_path / "notes.txt", "inputs/files/notes.txt"),
         (tmp_path / "ds_z0.json", "inputs/deepspeed/ds_z0.json"),
     ]
     for u in uploads:  # content-addressed: what the host's store and the stage's links use
@@ -151,3 +152,38 @@ def test_the_yaml_header_lists_the_changes_and_the_body_is_the_config(tmp_path: 
     assert header[-1] == "# Rendered by radeonlab from the job's spec; edit the spec, not this file."
     assert len(header) == len(out.changes) + 2  # job line, precision line, one per change but fp16, last line
     assert yaml.safe_load(out.yaml_text) == out.config
+
+
+def test_no_upload_lands_on_a_name_of_the_job_folder_or_on_another_upload(tmp_path: Path) -> None:
+    """A dataset file called dataset_info.json would replace the rendered data/dataset_info.json; two
+    datasets with one basename would replace each other: refused, naming both files."""
+    spec = load(demo_job(tmp_path))
+    info = local_dataset_info(spec)
+    assert info is not None
+    (tmp_path / "data" / "dataset_info.json").write_text("{}")
+    with pytest.raises(InputError, match=r"one of the job folder's own names"):
+        uploads_of(spec, model_module.resolve(spec), {**info, "demo": {"file_name": "dataset_info.json"}})
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / demodata.FILE_NAME).write_text((tmp_path / "data" / demodata.FILE_NAME).read_text() + "\n")
+    twin = {"file_name": f"../other/{demodata.FILE_NAME}", "formatting": "alpaca"}
+    spec.train["dataset"] = "demo,twin"
+    with pytest.raises(InputError, match=r"would both be 'data/"):
+        uploads_of(spec, model_module.resolve(spec), {**info, "twin": twin})
+
+
+@pytest.mark.parametrize(
+    "dest",
+    ["config.yaml", "config.json", "launcher.log", "train.log", "cancel.requested", "env.secret", "job.json",
+     "state.json", "host/x.py", "data/dataset_info.json", "../x", "inputs/../config.yaml", "/etc/x"],
+)  # fmt: skip
+def test_the_host_refuses_a_link_onto_the_job_folders_own_files(tmp_path: Path, dest: str) -> None:
+    """Defense on the host too (jobs/host/stage.py): whatever the laptop sends, no link replaces them."""
+    from radeonlab.jobs.host import stage
+
+    job = tmp_path / "jobs" / "j1"
+    job.mkdir(parents=True)
+    (job / "config.yaml").write_text("stage: sft\n")
+    with pytest.raises(SystemExit, match="refusing link destination"):
+        stage.link_blobs(str(job), str(tmp_path / "blobs"), [{"sha256": "0" * 64, "dest": dest}])
+    assert (job / "config.yaml").read_text() == "stage: sft\n"

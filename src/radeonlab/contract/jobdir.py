@@ -46,6 +46,21 @@ MODEL_FILES: tuple[str, ...] = (
     "model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json"
 )  # fmt: skip
 FINISHED_STATES = ("succeeded", "failed", "cancelled")
+# Where uploaded files may land in a job folder: data/ (datasets), model/ (a local model), inputs/ (what the
+# config's path keys and the radeonlab block's `files` name). Never on a name of the folder's own files
+# (job.json, config.yaml, launcher.log, ... or the rendered data/dataset_info.json): one of those replaced by
+# an upload broke the job or left it queued forever.
+UPLOAD_ROOTS: tuple[str, ...] = ("data/", "model/", "inputs/")
+
+
+def upload_dest_problem(dest: str) -> str | None:
+    """Why an upload may not land at `dest` (relative to the job folder); None: it may."""
+    parts = dest.split("/")
+    if dest.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        return f"{dest!r} is not a plain relative path inside the job folder"
+    if not dest.startswith(UPLOAD_ROOTS) or dest in FILES.values():
+        return f"{dest!r} is one of the job folder's own names (uploads go under {', '.join(UPLOAD_ROOTS)})"
+    return None
 
 
 @dataclass(frozen=True)

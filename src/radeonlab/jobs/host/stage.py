@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 
-from radeonlab.contract.jobdir import FILES, job_alive, read_json, write_json_atomic
+from radeonlab.contract.jobdir import FILES, job_alive, read_json, upload_dest_problem, write_json_atomic
 
 PYTHON = "python3"  # the host's system python: the launcher must not depend on the training venv
 POLL_S = 0.05
@@ -49,9 +49,10 @@ def link_blobs(job_dir: str, blobs: str, links: list[dict]) -> None:
     """Hard links into the content store (a copy where the job folder is on another filesystem)."""
     for item in links:
         src = os.path.join(blobs, "sha256", item["sha256"])
+        why = upload_dest_problem(str(item["dest"]))
+        if why:
+            raise SystemExit(f"refusing link destination: {why}")
         dst = os.path.join(job_dir, item["dest"])
-        if os.path.relpath(dst, job_dir).startswith(".."):
-            raise SystemExit(f"refusing link destination {item['dest']!r}: outside the job folder")
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         if os.path.lexists(dst):
             os.unlink(dst)

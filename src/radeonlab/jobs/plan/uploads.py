@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from radeonlab.contract.jobdir import upload_dest_problem
 from radeonlab.errors import InputError
 from radeonlab.jobs.plan import model as model_module
 from radeonlab.jobs.spec import files as config_files
@@ -61,6 +62,20 @@ def uploads_of(spec: Spec, model: model_module.ModelInfo, info: dict[str, Any]) 
     folder, the radeonlab block's files, and files the config's own keys name (a deepspeed JSON...)."""
     out = [Upload(LocalFile.of(p), f"data/{p.name}") for p in dataset_files(spec, info)]
     out += [Upload(LocalFile.of(p), f"model/{p.name}") for p in model.files]
-    out += [Upload(LocalFile.of(spec.base_dir / f), Path(f).name) for f in spec.radeonlab.files]
+    out += [Upload(LocalFile.of(spec.base_dir / f), block_file_dest(f)) for f in spec.radeonlab.files]
     out += [Upload(LocalFile.of(f.local), f.remote) for f in config_files.local_files(spec)]
+    landed: dict[str, Path] = {}
+    for u in out:  # two files on one name, or one on a name of the job folder's own: refused here
+        why = upload_dest_problem(u.dest)
+        if why is None and u.dest in landed and landed[u.dest] != u.local.path:
+            why = f"{landed[u.dest]} and {u.local.path} would both be {u.dest!r}"
+        if why:
+            raise InputError(f"cannot upload {u.local.path}: {why}")
+        landed[u.dest] = u.local.path
     return out
+
+
+def block_file_dest(name: str) -> str:
+    """Where a file of the radeonlab block's `files` lands: inputs/files/<its path relative to the spec's
+    folder> (check refuses names outside that folder)."""
+    return f"inputs/files/{Path(name).as_posix()}"  # pathlib drops "./"; a ".." is refused by the caller

@@ -252,16 +252,25 @@ def _check_combinations(spec: Spec) -> list[Problem]:
 
 
 def _check_block_files(spec: Spec) -> list[Problem]:
-    out = []
+    """The radeonlab block's `files`: regular files inside the spec's folder (they land under inputs/files/
+    with the same relative path), each once. Only stat: a FIFO or device is refused, never opened."""
+    out, seen, folder = [], set(), spec.base_dir.resolve()
     for i, name in enumerate(spec.radeonlab.files):
-        if not (spec.base_dir / name).exists():
-            out.append(
-                Problem(
-                    str(spec.path),
-                    spec.line_of(f"radeonlab.files.{i}"),
-                    f"file to upload not found: {name} (relative to the spec)",
-                )
-            )
+        line, path = spec.line_of(f"radeonlab.files.{i}"), (spec.base_dir / name).expanduser()
+        resolved = path.resolve()
+        if not path.exists():
+            why, fix = f"file to upload not found: {name} (relative to the spec)", ""
+        elif folder not in resolved.parents or Path(name).is_absolute() or ".." in Path(name).parts:
+            why = f"file to upload {name} is outside the spec's folder {folder}"
+            fix = "copy it beside the spec (or below), and name it relative to the spec"
+        elif not path.is_file():
+            why, fix = f"file to upload {name} is not a regular file (a folder, FIFO, device or socket)", ""
+        elif resolved in seen:
+            why, fix = f"file to upload {name} is listed twice", f"remove the second `{name}`"
+        else:
+            seen.add(resolved)
+            continue
+        out.append(Problem(str(spec.path), line, why, ERROR, fix or None))
     return out
 
 
