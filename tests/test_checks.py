@@ -430,3 +430,40 @@ def test_the_blocks_files_are_regular_files_inside_the_specs_folder_each_once(tm
     assert "file to upload sub is not a regular file" in text
     assert "file to upload ./sub/ok.txt is listed twice" in text  # the first `sub/ok.txt` is fine
     assert len(lines) == 6, text
+
+
+def test_a_local_model_folder_must_be_a_model_and_its_dotfiles_are_never_sent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`model_name_or_path: "{{ env.HOME }}"` passed check and shipped .netrc, .git-credentials and
+    .bash_history: a folder without config.json and weights is refused by check (exit 1, nothing to send);
+    a real model folder's dotfiles are left out, and check says what would be uploaded and that the folder
+    is outside the spec's folder."""
+    from radeonlab.jobs.plan import model as model_module
+    from radeonlab.jobs.spec.load import load
+    from tests.laptop_doubles import demo_job
+
+    home = tmp_path / "home"
+    home.mkdir()
+    for name in (".netrc", ".git-credentials", ".bash_history", "notes.txt"):
+        (home / name).write_text("machine x login me password SECRET\n")
+    monkeypatch.setenv("HOME", str(home))
+    work = tmp_path / "work"
+    work.mkdir()
+    spec = demo_job(work)
+    text = spec.read_text()
+    assert "model_name_or_path: tiny-llama" in text
+    spec.write_text(text.replace("model_name_or_path: tiny-llama", 'model_name_or_path: "{{ env.HOME }}"'))
+    result = CliRunner().invoke(main, ["check", str(spec)])
+    assert result.exit_code == 1, result.output
+    assert f"{home} is not a model folder: no config.json and no weights" in result.output
+    model = tmp_path / "models" / "tiny"
+    model.mkdir(parents=True)
+    for name in ("config.json", "model.safetensors", ".netrc"):
+        (model / name).write_text("{}")
+    spec.write_text(spec.read_text().replace('"{{ env.HOME }}"', str(model)))
+    info = model_module.resolve(load(spec))
+    assert [p.name for p in info.files] == ["config.json", "model.safetensors"]
+    result = CliRunner().invoke(main, ["check", str(spec)])
+    said = f"local model folder {model} (outside the spec's folder): 2 file(s)"
+    assert said in result.output, result.output

@@ -59,14 +59,15 @@ def fleet(queues: dict[str, int] | None = None) -> list[HostView]:
 
 def spec_needs(tmp_path: Path, text: str, model_config: dict | None = None) -> Needs:
     """The needs of a LoRA spec whose model is a local folder holding `model_config` as its config.json
-    (None: a folder without one, so the model's shape is unknown; a Hub model the Hub cannot be asked about
-    is the same case, with another note)."""
-    (tmp_path / "llama").mkdir(exist_ok=True)
-    (tmp_path / "llama" / "model.safetensors").write_bytes(b"SIMULATED weights")
-    if model_config is not None:
-        (tmp_path / "llama" / "config.json").write_text(json.dumps(model_config))
+    (None: the model's shape is unknown, as for a Hub model the Hub cannot be asked about; a local folder
+    without config.json is no model folder and is refused)."""
     base = "model_name_or_path: llama\nstage: sft\nfinetuning_type: lora\ncutoff_len: 1024\n"
     spec = parse_text(base + text, tmp_path / "job.yaml")
+    if model_config is None:
+        return needs_of(spec, None, "VRAM estimate skipped: the Hub is unreachable (SIMULATED)")
+    (tmp_path / "llama").mkdir(exist_ok=True)
+    (tmp_path / "llama" / "model.safetensors").write_bytes(b"SIMULATED weights")
+    (tmp_path / "llama" / "config.json").write_text(json.dumps(model_config))
     info = model_module.resolve(spec)
     return needs_of(spec, info.config, info.note)
 
@@ -84,7 +85,7 @@ def test_no_model_config_no_estimate_and_the_shortest_queue_wins_then_free_vram(
     said = lines(decisions)
     assert said["ws-off"] == "ws-off: rejected: unreachable (timed out connecting to 10.0.0.9:22)"
     assert "accepted" in said["ws-xtx"] and "queue 1" in said["ws-xtx"]
-    assert f"VRAM estimate skipped: {tmp_path / 'llama'} has no config.json" in said["ws-9070"]
+    assert "VRAM estimate skipped: the Hub is unreachable" in said["ws-9070"]
     assert said["demo"].startswith("demo: accepted: no GPU (trains on CPU)")
     # the cpu-only host is a fallback: last even with the shortest queue, and with the others busy
     busy = {"ws-xtx": 3, "ws-6700": 2, "ws-9070": 2}

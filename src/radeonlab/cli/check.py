@@ -32,6 +32,14 @@ def model_problems(path: Path) -> list[Problem]:
         return [Problem(str(path), line, f"{info.name}: {info.note}", INFO)]
     if info.sha:
         return [Problem(str(path), line, f"{info.name} resolves to commit {info.sha}", INFO)]
+    if info.local_dir:
+        folder = Path(info.local_dir)
+        size = sum(p.stat().st_size for p in info.files)
+        inside = loaded.base_dir.resolve() in folder.resolve().parents
+        where = "" if inside else " (outside the spec's folder)"
+        amount = f"{len(info.files)} file(s), {size / 1e6:.1f} MB"
+        message = f"local model folder {folder}{where}: {amount} to upload (dotfiles never)"
+        return [Problem(str(path), line, message, INFO)]
     return []
 
 

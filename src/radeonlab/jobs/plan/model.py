@@ -22,6 +22,27 @@ from radeonlab.jobs.spec import hub
 from radeonlab.jobs.spec.load import Spec
 
 ENDPOINT_KEY = "radeonlab_hf_endpoint"  # host data: the Hub (or a lab mirror) jobs and the laptop ask
+# What makes a local folder a model (transformers' save_pretrained: config.json and the weights, whole or
+# sharded): anything else named as model_name_or_path is refused, never uploaded (a home folder named by
+# mistake would ship its dotfiles).
+MODEL_CONFIG = "config.json"
+WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin", "*.gguf")
+
+
+def model_folder_problem(folder: Path, files: list[Path]) -> str | None:
+    """Why `folder` is not a model folder (None: it is)."""
+    names = {p.name for p in files}
+    missing = [MODEL_CONFIG] if MODEL_CONFIG not in names else []
+    if not any(p.match(pattern) for p in files for pattern in WEIGHT_PATTERNS):
+        missing.append(f"weights ({', '.join(WEIGHT_PATTERNS)})")
+    if not missing:
+        return None
+    return f"{folder} is not a model folder: no {' and no '.join(missing)}; nothing of it is uploaded"
+
+
+def upload_files(folder: Path) -> list[Path]:
+    """The files of a local model folder that are uploaded: its regular files, never a dotfile."""
+    return sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
 
 
 @dataclass
@@ -80,7 +101,10 @@ def resolve(spec: Spec, endpoint: str | None = None, environ: Mapping[str, str] 
     )
     if answer.answer is hub.Answer.LOCAL:
         folder = Path(str(answer.local_dir))
-        files = sorted(p for p in folder.iterdir() if p.is_file())
+        files = upload_files(folder)
+        problem = model_folder_problem(folder, files)
+        if problem:
+            raise ModelError(f"model_name_or_path {name}: {problem}")
         note = "" if answer.config else f"VRAM estimate skipped: {folder} has no config.json"
         return ModelInfo(
             name, str(folder), dict(answer.config or {}) or None, revision, files=files, note=note
