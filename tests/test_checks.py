@@ -467,3 +467,37 @@ def test_a_local_model_folder_must_be_a_model_and_its_dotfiles_are_never_sent(
     result = CliRunner().invoke(main, ["check", str(spec)])
     said = f"local model folder {model} (outside the spec's folder): 2 file(s)"
     assert said in result.output, result.output
+
+
+@pytest.mark.parametrize(
+    ("key", "variable"),
+    [("hf_hub_token", "HF_TOKEN"), ("hub_token", "HF_TOKEN"), ("push_to_hub_token", "HF_TOKEN"),
+     ("ms_hub_token", None), ("om_hub_token", None), ("swanlab_api_key", "SWANLAB_API_KEY"),
+     ("swanlab_lark_secret", None)],
+)  # fmt: skip
+def test_a_token_key_is_refused_with_the_secret_that_carries_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str, variable: str | None
+) -> None:
+    """Token keys were rendered into config.yaml in plain text, `{{ env.HF_TOKEN }}` included."""
+    from tests.laptop_doubles import demo_job
+
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 34)
+    spec = demo_job(tmp_path, extra=f'{key}: "{{{{ env.HF_TOKEN }}}}"\n')
+    result = CliRunner().invoke(main, ["check", str(spec), "--no-hub"])
+    assert result.exit_code == 1
+    line = next(x for x in result.output.splitlines() if f"`{key}` carries a credential" in x)
+    assert (f"set {variable} in your environment" in line) if variable else "pass it as a secret" in line
+    assert "hf_xxxx" not in result.output  # the value itself is never printed
+
+
+def test_an_override_shaped_like_a_token_is_refused_and_a_plain_one_is_not(tmp_path: Path) -> None:
+    from radeonlab.jobs.spec.checks import check_spec
+    from radeonlab.jobs.spec.load import load, with_overrides
+    from tests.laptop_doubles import demo_job
+
+    spec = load(demo_job(tmp_path))
+    token = with_overrides(spec, ["run_name=hf_" + "y" * 34, "learning_rate=1e-4"])
+    said = [p.message for p in check_spec(token) if p.severity == ERROR]
+    assert said == ["override `run_name=...` holds a Hugging Face token: overrides are kept in job.json"]
+    keyed = with_overrides(spec, ["hf_hub_token=abc"])
+    assert any("`hf_hub_token` carries a credential" in p.message for p in check_spec(keyed))

@@ -222,3 +222,20 @@ def test_resume_sends_the_recorded_secrets_again(tmp_path: Path) -> None:
     assert said == [
         f"warning: {JOB_ID}: WANDB_API_KEY not set in this environment: the job resumes without it"
     ]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("DISCORD_WEBHOOK", "https://discord.com/api/webhooks/123/abc"),
+        ("SLACK_WEBHOOK_URL", "https://hooks.slack.com/services/T0/B0/XYZ"),
+        ("MLFLOW_TRACKING_URI", "https://user:pw@mlflow.example/"),
+        ("NOTES", "hf_" + "a" * 34),
+        ("CI_THING", "ghp_" + "b" * 36),
+    ],
+)
+def test_a_secret_is_known_by_its_value_too(name: str, value: str) -> None:
+    """Webhooks and credential URLs went to job.json: the name heuristic alone missed them."""
+    env = {name: value, "PLAIN": "1", "MLFLOW_TRACKING_URI_OK": "https://mlflow.example/"}
+    plain, secret = secrets.split_env(env)
+    assert secret == {name: value} and name not in plain and plain["PLAIN"] == "1"

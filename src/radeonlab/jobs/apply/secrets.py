@@ -7,7 +7,8 @@ still gets them). job.json records only their NAMES (`secret_names`), so `radeon
 send again.
 
 A job's secrets:
-- the spec's `radeonlab.env` entries whose names look secret (SECRET_NAME_PATTERNS);
+- the spec's `radeonlab.env` entries whose names look secret (SECRET_NAME_PATTERNS) or whose values do (a URL
+  with a password, a webhook URL, a known token shape: jobs/spec/tokens.py);
 - from the laptop's environment, when set: FORWARDED_BY_DEFAULT (HF_TOKEN) and every name in the spec's
   `radeonlab.forward_env` list (forwarded the same way whatever the name looks like).
 A value written in the spec wins over the laptop's environment (the spec is the more specific wish).
@@ -24,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from radeonlab.jobs.host.notifier import ENV as NOTIFY_ENV
+from radeonlab.jobs.spec.tokens import secret_shape
 
 # Upper-cased names matching any of these are secrets (fnmatch patterns; data, not code).
 SECRET_NAME_PATTERNS: tuple[str, ...] = (
@@ -33,6 +35,7 @@ SECRET_NAME_PATTERNS: tuple[str, ...] = (
     "*PASSWORD*",
     "*PASSWD*",
     "*CREDENTIAL*",
+    "*WEBHOOK*",
     "HF_TOKEN",
     "HUGGING_FACE_HUB_TOKEN",
     "WANDB_API_KEY",
@@ -50,8 +53,8 @@ def is_secret(name: str) -> bool:
 
 def split_env(env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """(plain, secret): plain entries may be recorded in job.json, secret ones go to env.secret only."""
-    plain = {k: v for k, v in env.items() if not is_secret(k)}
-    return plain, {k: v for k, v in env.items() if is_secret(k)}
+    secret = {k: v for k, v in env.items() if is_secret(k) or secret_shape(v)}
+    return {k: v for k, v in env.items() if k not in secret}, secret
 
 
 def from_environment(names: Iterable[str], environ: Mapping[str, str]) -> dict[str, str]:

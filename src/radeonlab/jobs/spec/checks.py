@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from radeonlab.errors import SpecError
-from radeonlab.jobs.spec import files, kinds, lf_args, needs
+from radeonlab.jobs.spec import files, kinds, lf_args, needs, tokens
 from radeonlab.jobs.spec.load import Spec
 from radeonlab.jobs.spec.problems import ERROR, INFO, WARNING, Problem
 
@@ -93,8 +93,9 @@ def check_spec(spec: Spec, dataset_dir: Path | None = None) -> list[Problem]:
 
     for key, value in train.items():
         problems += _check_key(spec, key, value, known, megatron)
+    problems += tokens.credential_problems(spec)
     problems += _check_combinations(spec)
-    problems += _check_block_files(spec)
+    problems += files.block_file_problems(spec)
     problems += files.file_problems(spec)
     problems += needs.key_problems(spec)
     problems += kinds.export_problems(spec, submitting=False)
@@ -248,29 +249,6 @@ def _check_combinations(spec: Spec) -> list[Problem]:
                 "add do_train: true for a training job",
             )
         )
-    return out
-
-
-def _check_block_files(spec: Spec) -> list[Problem]:
-    """The radeonlab block's `files`: regular files inside the spec's folder (they land under inputs/files/
-    with the same relative path), each once. Only stat: a FIFO or device is refused, never opened."""
-    out, seen, folder = [], set(), spec.base_dir.resolve()
-    for i, name in enumerate(spec.radeonlab.files):
-        line, path = spec.line_of(f"radeonlab.files.{i}"), (spec.base_dir / name).expanduser()
-        resolved = path.resolve()
-        if not path.exists():
-            why, fix = f"file to upload not found: {name} (relative to the spec)", ""
-        elif folder not in resolved.parents or Path(name).is_absolute() or ".." in Path(name).parts:
-            why = f"file to upload {name} is outside the spec's folder {folder}"
-            fix = "copy it beside the spec (or below), and name it relative to the spec"
-        elif not path.is_file():
-            why, fix = f"file to upload {name} is not a regular file (a folder, FIFO, device or socket)", ""
-        elif resolved in seen:
-            why, fix = f"file to upload {name} is listed twice", f"remove the second `{name}`"
-        else:
-            seen.add(resolved)
-            continue
-        out.append(Problem(str(spec.path), line, why, ERROR, fix or None))
     return out
 
 

@@ -10,6 +10,7 @@ is refused here with the spec-relative path as the fix when that file exists fro
 - `local_files(spec)`: (key, local path, host-relative name) for every file to upload; a folder becomes one
   entry per file inside it. Host-relative names are under `inputs/<key>/` in the job folder.
 - `host_values(spec, job_root)`: the value each such key gets in the rendered config on the host.
+- `block_file_problems(spec)`: the radeonlab block's own `files` (uploaded to inputs/files/).
 
 Not paths, though their names suggest it: `freeze_extra_modules`, `freeze_trainable_modules`, `lora_target`,
 `additional_target` (module names), `template` (a name from LLaMA-Factory's registry, not a file).
@@ -170,4 +171,27 @@ def host_values(spec: Spec, job_root: str | PurePosixPath) -> dict[str, str]:
             str(PurePosixPath(job_root) / names[(key, v)]) if (key, v) in names else v for v in values
         ]
         out[key] = ",".join(rewritten)
+    return out
+
+
+def block_file_problems(spec: Spec) -> list[Problem]:
+    """The radeonlab block's `files`: regular files inside the spec's folder (they land under inputs/files/
+    with the same relative path), each once. Only stat: a FIFO or device is refused, never opened."""
+    out, seen, folder = [], set(), spec.base_dir.resolve()
+    for i, name in enumerate(spec.radeonlab.files):
+        line, path = spec.line_of(f"radeonlab.files.{i}"), (spec.base_dir / name).expanduser()
+        resolved = path.resolve()
+        if not path.exists():
+            why, fix = f"file to upload not found: {name} (relative to the spec)", ""
+        elif folder not in resolved.parents or Path(name).is_absolute() or ".." in Path(name).parts:
+            why = f"file to upload {name} is outside the spec's folder {folder}"
+            fix = "copy it beside the spec (or below), and name it relative to the spec"
+        elif not path.is_file():
+            why, fix = f"file to upload {name} is not a regular file (a folder, FIFO, device or socket)", ""
+        elif resolved in seen:
+            why, fix = f"file to upload {name} is listed twice", f"remove the second `{name}`"
+        else:
+            seen.add(resolved)
+            continue
+        out.append(Problem(str(spec.path), line, why, ERROR, fix or None))
     return out
