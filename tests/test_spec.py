@@ -131,3 +131,21 @@ def test_non_utf8_spec(tmp_path: Path) -> None:
     path.write_bytes(b"a: 1\nb: caf\xe9\n")
     with pytest.raises(SpecError, match=r":2: not UTF-8"):
         load(path)
+
+
+@pytest.mark.parametrize(
+    "name", ["HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HF_HUB_CACHE", "HF_HOME", "PATH", "MASTER_ADDR"]
+)
+def test_a_spec_cannot_set_what_radeonlab_owns(tmp_path: Path, name: str) -> None:
+    """radeonlab.env and forward_env were applied over the launcher's own variables: a spec could escape the
+    per-GPU lock (HIP_/ROCR_VISIBLE_DEVICES), the caches, PATH. Refused by check with the reason."""
+    from click.testing import CliRunner
+
+    from radeonlab.cli import main
+    from tests.laptop_doubles import demo_job
+
+    for block in (f"  env: {{{name}: '1'}}\n", f"  forward_env: [{name}]\n"):
+        spec = demo_job(tmp_path, extra="radeonlab:\n" + block)
+        result = CliRunner().invoke(main, ["check", str(spec), "--no-hub"])
+        assert result.exit_code == 1, result.output
+        assert f"{name} cannot be set by a spec" in result.output

@@ -175,9 +175,9 @@ def child_env(job_dir: str, job: JobRecord, secrets: dict[str, str], venv: str) 
     for key, rel in supervisor.CACHE_ENV.items():
         env[key] = os.path.join(job_dir, rel)
         os.makedirs(env[key], exist_ok=True)
-    if job.gpus:
-        env["HIP_VISIBLE_DEVICES"] = ",".join(str(g) for g in job.gpus)
     env.update({str(k): str(v) for k, v in job.env.items()})
+    if job.gpus:  # after the job's env: the GPUs the queue locked are the ones it sees
+        env["HIP_VISIBLE_DEVICES"] = ",".join(str(g) for g in job.gpus)
     if os.environ.get("SLURM_JOB_ID"):  # under Slurm the allocation says who is who (jobs/plan/slurm.py)
         env.update({k: os.environ[k] for k in SLURM_TORCHRUN_KEYS if os.environ.get(k)})
     env.update(secrets)

@@ -93,6 +93,25 @@ _BLOCK_FIELDS = (
     "notify",
 )
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Variables radeonlab sets for every job (jobs/host/launcher.py child_env, jobs/plan/plan.py, nodes.py): a
+# spec that set them would escape the per-GPU lock, the job's caches or the shared model cache, or break
+# the ranks.
+OWNED_ENV: dict[str, str] = {
+    **dict.fromkeys(
+        ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"),
+        "the GPUs a job sees are the ones placement locked for it (choose them with --gpus)",
+    ),
+    **dict.fromkeys(
+        ("HF_HOME", "HF_HUB_CACHE", "HF_DATASETS_CACHE", "MPLCONFIGDIR"),
+        "the job's caches and the host's shared model cache are set by radeonlab",
+    ),
+    **dict.fromkeys(("PATH", "PYTHONPATH"), "the training venv's tools come first on PATH, set by radeonlab"),
+    **dict.fromkeys(
+        ("FORCE_TORCHRUN", "NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "NPROC_PER_NODE"),
+        "multi-node ranks are set by radeonlab (radeonlab.nodes)",
+    ),
+    "RADEONLAB_NOTIFY_URLS": "notification URLs come from radeonlab.notify",
+}
 APPRISE_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://\S+$")  # json://host/path, ntfys://topic, mailtos://...
 _PLACEMENT_FIELDS = ("host_group", "gfx_family", "min_vram_gb")
 _DATASET_FIELDS = ("file", "name", "formatting", "ranking", "columns", "tags")
@@ -195,13 +214,18 @@ def parse_block(raw: Any, lines: dict[str, int], problems: list[tuple[int, str]]
         for name, value in env.items():
             if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
                 bad(f"radeonlab.env.{name}", f"{name!r} is not an environment variable name")
+            elif name in OWNED_ENV:
+                bad(f"radeonlab.env.{name}", f"env {name} cannot be set by a spec: {OWNED_ENV[name]}")
             elif isinstance(value, dict | list) or value is None:
                 bad(f"radeonlab.env.{name}", f"env {name} must be a plain value")
             else:
                 block.env[name] = _env_value(value)
 
     for i, name in enumerate(_as_list(raw.get("forward_env"), "radeonlab.forward_env", bad)):
-        if isinstance(name, str) and ENV_NAME.fullmatch(name):
+        if isinstance(name, str) and name in OWNED_ENV:
+            why = f"forward_env: {name} cannot be set by a spec: {OWNED_ENV[name]}"
+            bad(f"radeonlab.forward_env.{i}", why)
+        elif isinstance(name, str) and ENV_NAME.fullmatch(name):
             if name not in block.forward_env:
                 block.forward_env.append(name)
         else:
