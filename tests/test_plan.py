@@ -187,3 +187,30 @@ def test_the_host_refuses_a_link_onto_the_job_folders_own_files(tmp_path: Path, 
     with pytest.raises(SystemExit, match="refusing link destination"):
         stage.link_blobs(str(job), str(tmp_path / "blobs"), [{"sha256": "0" * 64, "dest": dest}])
     assert (job / "config.yaml").read_text() == "stage: sft\n"
+
+
+def test_output_paths_stay_in_the_job_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """logging_dir, tokenized_path, export_dir, offload_folder, swanlab_logdir, profiler_output_dir were
+    rendered as written, with the job folder as working directory: `../other-job/output` or `/home/lab/x`
+    wrote into another job's folder or anywhere. Relative values land under the job's output/; absolute,
+    `~` and `..` are refused by check with the relative fix; cache_dir (the shared model cache) is refused."""
+    from radeonlab.jobs.spec.checks import check_spec
+
+    extra = "logging_dir: runs/tb\ntokenized_path: tok\nexport_dir: exported\noffload_folder: offloaded\n"
+    spec = demo_job(tmp_path, extra=extra)
+    record = host_record("ws1", [gpu("rx7900xtx")], jobs_dir="/home/lab/radeonlab/jobs")
+    with plan_with(monkeypatch, spec, {"ws1": (target("ws1"), record)}, host="ws1") as plan:
+        config, output = plan.rank0.rendered.config, plan.rank0.job.output
+    assert config["logging_dir"] == f"{output}/runs/tb" and config["tokenized_path"] == f"{output}/tok"
+    assert config["export_dir"] == f"{output}/exported"
+    assert config["offload_folder"] == f"{output}/offloaded"
+    bad = "logging_dir: ../other-job/output\nswanlab_logdir: /home/lab/x\nprofiler_output_dir: ~/p\n"
+    bad += "cache_dir: c\n"
+    (tmp_path / "bad").mkdir()
+    problems = {p.message: p.fix for p in check_spec(load(demo_job(tmp_path / "bad", extra=bad)))}
+    escaping = [m for m in problems if "is outside the job folder" in m]
+    assert [m.split("`")[1] for m in escaping] == [
+        "logging_dir: ../other-job/output", "swanlab_logdir: /home/lab/x", "profiler_output_dir: ~/p"
+    ]
+    assert problems[escaping[0]] == "logging_dir: output (relative: it lands under the job's output/)"
+    assert any(m.startswith("`cache_dir` cannot be set: every job reads models from") for m in problems)

@@ -381,6 +381,10 @@ def plan_job(
                     k: (v, "uploaded with the job")
                     for k, v in config_files.host_values(spec, job.root).items()
                 },
+                **{
+                    k: (v, "kept inside the job's output/")
+                    for k, v in config_files.output_values(spec, job.output).items()
+                },
             }
             rendered = render(
                 spec_used,

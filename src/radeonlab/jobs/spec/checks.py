@@ -97,6 +97,7 @@ def check_spec(spec: Spec, dataset_dir: Path | None = None) -> list[Problem]:
     problems += _check_combinations(spec)
     problems += files.block_file_problems(spec)
     problems += files.file_problems(spec)
+    problems += files.output_problems(spec)
     problems += needs.key_problems(spec)
     problems += kinds.export_problems(spec, submitting=False)
     problems += _check_datasets(spec, dataset_dir)

@@ -15,8 +15,11 @@ is refused here with the spec-relative path as the fix when that file exists fro
 Not paths, though their names suggest it: `freeze_extra_modules`, `freeze_trainable_modules`, `lora_target`,
 `additional_target` (module names), `template` (a name from LLaMA-Factory's registry, not a file).
 `model_name_or_path` (uploaded to <job>/model by jobs/plan/render.py local_model_dir), `dataset_dir` and the
-dataset files (jobs/spec/checks.py) have their own handling. Output paths (`output_dir`, `logging_dir`,
-`export_dir`, `cache_dir`, `offload_folder`, `swanlab_logdir`, `profiler_output_dir`) are written on the host.
+dataset files (jobs/spec/checks.py) have their own handling. Output paths are written on the host, all
+inside the job folder: `output_dir` is the job's output/ (jobs/plan/render.py), and the other OUTPUT_KEYS
+are kept there too (`output_values`: a relative value lands under output/; `output_problems`: an absolute
+one, `~` or `..` is refused, since LLaMA-Factory would write into another job's folder or anywhere the
+training user can). `cache_dir` is a shared place radeonlab sets itself (SHARED_KEYS).
 """
 
 from __future__ import annotations
@@ -52,6 +55,19 @@ PATH_KEYS: dict[str, tuple[str, str]] = {
     "kt_weight_path": (FILE_OR_FOLDER, "KTransformers INT8 expert weights"),
     "kt_expert_checkpoint_path": (FILE_OR_FOLDER, "KTransformers expert checkpoint"),
     "export_quantization_dataset": (PATH_OR_HUB, "the calibration dataset of a GPTQ export"),
+}
+# Keys LLaMA-Factory / transformers write to (hparams/*.py, TrainingArguments), besides output_dir.
+OUTPUT_KEYS: dict[str, str] = {
+    "logging_dir": "TensorBoard logs (TrainingArguments.logging_dir)",
+    "tokenized_path": "the tokenized dataset, when the folder does not exist yet (data_args.py)",
+    "export_dir": "an exported model (model_args.py)",
+    "offload_folder": "offloaded weights (model_args.py)",
+    "swanlab_logdir": "SwanLab's local logs (finetuning_args.py)",
+    "profiler_output_dir": "profiler traces (TrainingArguments)",
+}
+# Places shared by every job of a host, which radeonlab sets (the spec must not point them elsewhere).
+SHARED_KEYS: dict[str, str] = {
+    "cache_dir": "every job reads models from the host's shared model cache (HF_HUB_CACHE), set by radeonlab",
 }
 # A value of a PATH_OR_HUB key that is surely a path, not a hub id (`org/name`): these prefixes, two or more
 # slashes, or a file extension.
@@ -195,3 +211,38 @@ def block_file_problems(spec: Spec) -> list[Problem]:
             continue
         out.append(Problem(str(spec.path), line, why, ERROR, fix or None))
     return out
+
+
+def _outputs(spec: Spec) -> list[tuple[str, str]]:
+    """(key, value) of the output keys the spec sets (tokenized_path only where it is not an input)."""
+    out = []
+    for key in OUTPUT_KEYS:
+        value = spec.train.get(key)
+        if not isinstance(value, str) or not value.strip():
+            continue
+        if key in PATH_KEYS and _resolve(spec, value).exists():
+            continue  # an input that exists here: uploaded (local_files), not written
+        out.append((key, value.strip()))
+    return out
+
+
+def output_problems(spec: Spec) -> list[Problem]:
+    """Output paths that would leave the job folder, and shared places a spec may not move."""
+    file, out = str(spec.path), []
+    for key, value in _outputs(spec):
+        path = PurePosixPath(value)
+        if path.is_absolute() or value.startswith("~") or ".." in path.parts:
+            fix = f"{key}: {path.name or key} (relative: it lands under the job's output/)"
+            message = f"`{key}: {value}` is outside the job folder; {OUTPUT_KEYS[key]} stays in the job"
+            out.append(Problem(file, spec.line_of(key), message, ERROR, fix))
+    for key, why in SHARED_KEYS.items():
+        if key in spec.train:
+            message = f"`{key}` cannot be set: {why}"
+            out.append(Problem(file, spec.line_of(key), message, ERROR, f"remove {key}"))
+    return out
+
+
+def output_values(spec: Spec, job_output: str | PurePosixPath) -> dict[str, str]:
+    """The rendered value of each output key the spec sets: under the job's output/ folder."""
+    return {key: str(PurePosixPath(job_output) / PurePosixPath(value)) for key, value in _outputs(spec)}
+
