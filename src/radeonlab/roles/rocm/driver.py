@@ -21,9 +21,9 @@ from typing import Any
 
 from pyinfra import host, logger
 from pyinfra.api.exceptions import DeployError
+from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.server import KernelVersion, LinuxDistribution
 from pyinfra.operations import apt, server
-from pyinfra.operations.util import any_changed
 
 from radeonlab.roles.rocm.facts import SecureBootState
 
@@ -114,16 +114,20 @@ def install_kernel_driver(pci_gpus: Sequence[Mapping[str, Any]]) -> None:
     warning = secure_boot_warning(host.get_fact(SecureBootState), plan)
     if warning:
         logger.warning(f"{host.print_prefix}{warning}")
+    installed = host.get_fact(DebPackages)
     if plan.dkms:
         codename = repos.check_supported(host.name, repos.distro_from_fact(distro))
-        sources = _driver_sources(data, codename)
-        apt.update(
-            name="Refresh apt package lists (AMD's amdgpu repository)", _if=any_changed(*sources), **SUDO
-        )
+        prerequisites = list(data["rocm_prerequisite_packages"])
+        if any(package not in installed for package in prerequisites):
+            apt.packages(
+                name="Install what fetching AMD's key needs", packages=prerequisites, update=True, **SUDO
+            )
+        _driver_sources(data, codename)
+    if any(package not in installed for package in plan.packages):
+        apt.update(name="Refresh apt package lists (kernel and driver packages to install)", **SUDO)
     packages_op = apt.packages(
         name=f"Install the kernel and driver AMD asks for ({', '.join(plan.packages)})",
         packages=list(plan.packages),
-        update=True,
         **SUDO,
     )
     server.reboot(
