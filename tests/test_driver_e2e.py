@@ -109,6 +109,7 @@ def test_reboot_forbidden_one_line_nonzero_exit_nothing_changed(lab: Lab) -> Non
         lab.sandbox.destroy_host(host.name)
 
 
+@pytest.mark.slow  # provisions the training stack
 def test_driver_path_reboots_and_the_second_pass_provisions(lab: Lab) -> None:
     host = lab.undriven_host("drv-reboot", rocm_allow_reboot=True, rocm_reboot_delay=3)
     kernel = os.uname().release

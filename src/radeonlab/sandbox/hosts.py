@@ -23,6 +23,8 @@ API (used by tests/conftest.py's `sandbox` / `make_host` fixtures and the aptrep
     h.name, h.address, h.port, h.user, h.card, h.data, h.root (the host's / seen from the machine)
     h.exec("cmd", user=None|"lab", check=True) -> CompletedProcess   # inside the host's namespaces
     h.set_card("rx9070xt" | None)     # swap the simulated card live (sysfs rewritten, /dev nodes redone)
+    h.set_card(card, driven=False)    # the card on PCI only (SIMULATED: no driver yet); restart() after it;
+                                      # the host's `reboot` (SIMULATED) then drives it once amdgpu-dkms is in
     h.set_data(**kv)                  # extra inventory host data for this host
     h.stop_sshd(); h.start_sshd()     # host unreachable over SSH; its processes (jobs) keep running
     h.stop(); h.start()               # whole host off/on (all its processes end); the disk is kept
