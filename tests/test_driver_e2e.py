@@ -34,7 +34,7 @@ class Lab:
     url: str
     archive: Path
 
-    def undriven_host(self, name: str, **data: object) -> SandboxHost:
+    def undriven_host(self, name: str, ubuntu: bool = True, **data: object) -> SandboxHost:
         host = self.sandbox.create_host(name, card=CARD, data={**DATA, **data})
         # booted with the card undriven: the driven trees wait for the SIMULATED reboot
         host.stop()
@@ -46,7 +46,8 @@ class Lab:
             except SandboxError:
                 time.sleep(0.1)
         assert host.is_running()
-        ubuntuarchive.present_as_ubuntu_2404(host.root, self.archive, self.url)
+        if ubuntu:
+            ubuntuarchive.present_as_ubuntu_2404(host.root, self.archive, self.url)
         return host
 
 
@@ -105,6 +106,20 @@ def test_reboot_forbidden_one_line_nonzero_exit_nothing_changed(lab: Lab) -> Non
         after = disk_state(host)
         assert len(before) > 1000  # the whole disk was compared
         assert {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)} == set()
+    finally:
+        lab.sandbox.destroy_host(host.name)
+
+
+def test_debian_has_no_documented_path_one_line_even_with_reboots_allowed(lab: Lab) -> None:
+    host = lab.undriven_host("drv-debian", ubuntu=False, rocm_allow_reboot=True)  # the sandbox's Debian 12
+    try:
+        before = disk_state(host)
+        run = run_deploy(lab.sandbox, [host])
+        assert run.returncode != 0
+        lines = [line for line in (run.stdout + run.stderr).splitlines() if "AMD documents no" in line]
+        assert len(lines) == 1, run.stderr[-3000:]
+        assert "on debian-12" in lines[0] and "gpu_cpu_only" in lines[0]
+        assert disk_state(host) == before
     finally:
         lab.sandbox.destroy_host(host.name)
 
