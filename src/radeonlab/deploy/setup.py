@@ -7,23 +7,26 @@ an inventory with the groups slurm_controller / slurm_nodes, Slurm (roles/slurm)
 
 from pyinfra import host, logger
 from pyinfra.api.exceptions import DeployError
+from pyinfra.operations import python
 
 from radeonlab.roles.access import grant_gpu_access
 from radeonlab.roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
-from radeonlab.roles.gpu.facts import RadeonGpus
+from radeonlab.roles.gpu.facts import AmdPciGpus, RadeonGpus
 from radeonlab.roles.gpu_env import configure_gpu_env
 from radeonlab.roles.gpu_env.plan import as_gpus, torch_build, training_targets
 from radeonlab.roles.python_stack import install_python_stack, lock_file
 from radeonlab.roles.python_stack.defaults import DEFAULTS as STACK_DEFAULTS
 from radeonlab.roles.rocm import install_rocm
 from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
+from radeonlab.roles.rocm.driver import install_kernel_driver
 from radeonlab.roles.slurm import install_slurm_packages, is_controller_only, setup_slurm
 from radeonlab.roles.verify import verify_host
 from radeonlab.roles.wheel_cache import setup_wheel_cache
 
 
-def provision() -> None:
-    """Provision the current host (pyinfra runs it once per host of the inventory)."""
+def provision(after_reboot: bool = False) -> None:
+    """Provision the current host (pyinfra runs it once per host of the inventory); `after_reboot`: the pass
+    run after the kernel driver's reboot."""
     # 1. The GPUs, once (KFD topology + DRM sysfs), judged for the ROCm release being installed.
     rocm_version = str(host.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"]))
     gpus = as_gpus(
@@ -37,10 +40,19 @@ def provision() -> None:
     # A Slurm controller that runs no jobs (in slurm_controller, not in slurm_nodes) needs no GPU stack.
     slurm_controller_only = is_controller_only()
     if not gpus and not cpu_only and not slurm_controller_only:
-        raise DeployError(
-            f"{host.name}: no AMD GPU found (no GPU node in /sys/class/kfd): is the amdgpu driver loaded? "
-            "Set gpu_cpu_only: true to provision it without the GPU steps"
-        )
+        # Not driven yet is not absent: a card on the PCI bus gets AMD's kernel and driver and a reboot, then
+        # this function runs again (the second pass finds it through KFD).
+        sysfs_root = host.data.get("gpu_sysfs_root", GPU_DEFAULTS["gpu_sysfs_root"])
+        on_pci = host.get_fact(AmdPciGpus, sysfs_root=sysfs_root) if not after_reboot else []
+        if not on_pci:
+            where = "after the kernel driver and reboot" if after_reboot else "none on the PCI bus either"
+            raise DeployError(
+                f"{host.name}: no AMD GPU found (no GPU node in /sys/class/kfd, {where}): is the amdgpu "
+                "driver loaded? Set gpu_cpu_only: true to provision it without the GPU steps"
+            )
+        install_kernel_driver(on_pci)
+        python.call(name="Provision after the reboot (second pass)", function=provision, after_reboot=True)
+        return
 
     # The exact targets of the GPUs this host trains on (by usable memory, for the torch build it will get):
     # one ROCm package and one AMD device extra each.

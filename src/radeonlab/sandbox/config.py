@@ -105,6 +105,10 @@ HOST_STOP_TIMEOUT = 10.0  # seconds for a host's processes to vanish after the k
 HOST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # The simulated init (pid 1 of each host) is copied to this path inside the host.
 HOST_INIT_PATH = "/usr/local/sbin/radeonlab-sandbox-init"
+# SIMULATED `reboot` (first on the hosts' PATH and sudo's secure_path): asks the simulated init to reboot the
+# host (host_init.py); where a card waits for its driver, the driven sysfs trees are mounted from here.
+HOST_REBOOT_PATH = "/usr/local/sbin/reboot"
+BOOT_DRIVEN_PATH = "/run/radeonlab-simulated/boot-driven"
 CARDS = (
     "rx7900xtx",
     "rx6700xt",

@@ -37,16 +37,30 @@ class Sandbox(Protocol):
 
 INIT_SOURCE = Path(__file__).with_name("host_init.py")
 
+# The host's `reboot`, SIMULATED: a real one would restart the machine through systemd; this asks the
+# simulated init (PID 1) for a reboot with SIGINT (the signal a real init gets for ctrl-alt-del).
+REBOOT_STANDIN = """#!/bin/sh
+# SIMULATED reboot (radeonlab sandbox): the host's init ends every process and starts sshd again.
+exec kill -INT 1
+"""
+
 # The namespace's setup, run by `sh` inside the new namespaces before it becomes the host's init.
 # The simulated card tree goes over /sys/class after the machine's sysfs is mounted read-only.
 START_SCRIPT = f"""
-r=$1 name=$2 sysclass=$3
+r=$1 name=$2 sysclass=$3 syspci=$4 boot=$5
 mount -t proc -o nosuid,nodev,noexec proc "$r/proc"
 mount -t sysfs -o ro,nosuid,nodev,noexec sysfs "$r/sys"
 mount --bind "$sysclass" "$r/sys/class"
 mount -o remount,bind,ro "$r/sys/class"
+if [ -d "$syspci" ] && [ -d "$r/sys/bus/pci/devices" ]; then
+  mount --bind "$syspci" "$r/sys/bus/pci/devices"; mount -o remount,bind,ro "$r/sys/bus/pci/devices"
+fi
 mount -t tmpfs -o mode=755,nosuid,nodev tmpfs "$r/run"
 mkdir -p "$r/run/sshd" "$r/run/lock"; chmod 1777 "$r/run/lock"
+if [ -d "$boot" ]; then  # SIMULATED: the card's trees once a driver drives it, for the simulated reboot
+  mkdir -p "$r{config.BOOT_DRIVEN_PATH}"
+  mount --bind "$boot" "$r{config.BOOT_DRIVEN_PATH}"; mount -o remount,bind,ro "$r{config.BOOT_DRIVEN_PATH}"
+fi
 mount -t devpts -o newinstance,ptmxmode=0666,mode=0620,gid=5 devpts "$r/dev/pts"
 mount --bind "$r/dev/pts/ptmx" "$r/dev/ptmx"
 mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$r/dev/shm"
@@ -151,11 +165,20 @@ def _passwd_ids(root: Path, user: str) -> tuple[int, int]:
 class SandboxHost:
     """One simulated workstation (see the module docstring for the API)."""
 
-    def __init__(self, sandbox: Sandbox, name: str, number: int, card: str | None, data: dict | None = None):
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        name: str,
+        number: int,
+        card: str | None,
+        data: dict | None = None,
+        driven: bool = True,
+    ):
         self.sandbox = sandbox
         self.name = name
         self.number = number
         self.card = card
+        self.driven = driven  # False: the card is on PCI only, until the SIMULATED driver and a reboot
         self.data: dict[str, Any] = dict(data or {})
         self.address = f"{config.HOST_ADDRESS_PREFIX}{number}"
         self.port = config.HOST_PORT_BASE + number
@@ -199,7 +222,13 @@ class SandboxHost:
         return self.pid is not None
 
     def save(self) -> None:
-        record = {"name": self.name, "number": self.number, "card": self.card, "data": self.data}
+        record = {
+            "name": self.name,
+            "number": self.number,
+            "card": self.card,
+            "driven": self.driven,
+            "data": self.data,
+        }
         _write_atomic(self.dir / "host.json", json.dumps(record, indent=1) + "\n")
 
     @property
@@ -211,6 +240,8 @@ class SandboxHost:
         """Start the host's namespaces and init; return once sshd accepts connections."""
         if self.is_running():
             return
+        if not self.driven and (self.root / simcards.SIMULATED_DKMS_MARKER).exists():
+            self.set_card(self.card)  # a cold boot after the SIMULATED amdgpu-dkms: the card is driven
         if not _port_free(self.address, self.port):
             raise SandboxError(f"{self.name}: {self.address}:{self.port} is already in use")
         cmd = [
@@ -232,6 +263,8 @@ class SandboxHost:
             str(self.root),
             self.name,
             str(self.sysclass),
+            str(self.dir / "syspci"),
+            str(self.dir / simcards.BOOT_DRIVEN),
         ]
         with open(self.dir / "console.log", "ab") as console:  # the child keeps its own copy of the fd
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=console, stderr=console)
@@ -335,11 +368,15 @@ class SandboxHost:
             raise SandboxError(f"{self.name}: {script!r} exited {done.returncode}: {done.stderr.strip()}")
         return done
 
-    def set_card(self, card: str | None) -> None:
-        """Swap the simulated card (None: no AMD GPU); visible at once, running or not."""
-        simcards.write_sysclass(self.sysclass, card)
-        simcards.install_device_nodes(self.root, card)
+    def set_card(self, card: str | None, driven: bool = True) -> None:
+        """Swap the simulated card (None: no AMD GPU); visible at once, running or not. driven=False: the
+        card is on the PCI bus but no kernel driver drives it (no KFD, no DRM card, no /dev nodes) until the
+        SIMULATED amdgpu-dkms is installed and the host reboots (its `reboot`, host_init.py); the trees for
+        that reboot are mounted when the host starts, so restart() a running host after driven=False."""
+        simcards.write_card_state(self.dir, card, driven)
+        simcards.install_device_nodes(self.root, card if driven else None)
         self.card = card
+        self.driven = driven
         self.save()
         self.sandbox.write_inventory()
 

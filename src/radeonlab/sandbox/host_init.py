@@ -6,11 +6,18 @@ without ending the host, so a host can look unreachable while its jobs keep runn
   SIGUSR1 -> stop sshd (existing sessions stay; new connections are refused)
   SIGUSR2 -> start sshd again
   SIGTERM -> stop sshd and exit (the kernel then kills everything left in the host's PID namespace)
+  SIGINT  -> SIMULATED reboot (the host's `reboot` stand-in sends it, as ctrl-alt-del signals a real init):
+             every other process of the host ends, the boot clock restarts (a new time namespace, so
+             /proc/uptime counts from this boot for the processes started after it), and when the SIMULATED
+             amdgpu-dkms is installed and the card waits for a driver, its driven sysfs trees and /dev nodes
+             appear (the test bed left them read-only under BOOT_DRIVEN); then sshd starts again.
 Standard library only: it runs under the host's python3, not the test machine's.
 """
 
 from __future__ import annotations
 
+import ctypes
+import json
 import os
 import signal
 import subprocess
@@ -18,6 +25,9 @@ import sys
 import time
 
 SSHD = ["/usr/sbin/sshd", "-D", "-e"]
+BOOT_DRIVEN = "/run/radeonlab-simulated/boot-driven"  # config.BOOT_DRIVEN_PATH (stdlib only here)
+DKMS_MARKER = "/usr/share/radeonlab-simulated/amdgpu-dkms"  # installed by the stand-in amdgpu-dkms
+CLONE_NEWTIME = 0x80
 _sshd: subprocess.Popen | None = None
 _wanted = True
 
@@ -59,10 +69,77 @@ def _on_term(*_: object) -> None:
     sys.exit(0)
 
 
+def _mount_over(source: str, target: str) -> None:
+    subprocess.run(["mount", "--bind", source, target], check=True)
+    subprocess.run(["mount", "-o", "remount,bind,ro", target], check=True)
+
+
+def _driver_loads() -> None:
+    """SIMULATED: the kernel now drives the card (its amdgpu-dkms module was built for it)."""
+    if not (os.path.exists(DKMS_MARKER) and os.path.isdir(f"{BOOT_DRIVEN}/class")):
+        return
+    _mount_over(f"{BOOT_DRIVEN}/class", "/sys/class")
+    if os.path.isdir("/sys/bus/pci/devices"):
+        _mount_over(f"{BOOT_DRIVEN}/pci", "/sys/bus/pci/devices")
+    groups = {}
+    with open("/etc/group") as fh:
+        for line in fh:
+            fields = line.split(":")
+            groups[fields[0]] = int(fields[2])
+    with open(f"{BOOT_DRIVEN}/devices.json") as fh:
+        nodes = json.load(fh)
+    for node in nodes:
+        path = node["path"]
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if os.path.lexists(path):
+            os.unlink(path)
+        os.mknod(path, 0o020000 | node["mode"], os.makedev(1, 3))  # char 1:3, as simcards.py's nodes
+        os.chown(path, 0, groups[node["group"]])
+        os.chmod(path, node["mode"])
+    _log("SIMULATED amdgpu driver loaded: KFD and DRM nodes present")
+
+
+def _new_boot_clock() -> None:
+    """Processes started from now on see /proc/uptime count from this reboot (pyinfra's server.reboot waits
+    for the uptime to drop)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWTIME) != 0:
+        _log(f"no new time namespace (errno {ctypes.get_errno()}): uptime keeps counting")
+        return
+    with open("/proc/uptime") as fh:
+        up = int(float(fh.read().split()[0]))
+    with open("/proc/self/timens_offsets", "w") as fh:
+        fh.write(f"boottime {-up} 0\n")
+
+
+def _on_int(*_: object) -> None:
+    _log("SIMULATED reboot")
+    _stop()
+    os.kill(-1, signal.SIGKILL)  # from PID 1: every other process of this PID namespace
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+    try:
+        _driver_loads()
+    except (OSError, subprocess.CalledProcessError, KeyError, ValueError) as e:
+        _log(f"SIMULATED driver not loaded: {e}")
+    try:
+        _new_boot_clock()
+    except OSError as e:
+        _log(f"boot clock unchanged: {e}")
+    if _wanted:
+        _start()
+
+
 def main() -> None:
     signal.signal(signal.SIGUSR1, _on_usr1)
     signal.signal(signal.SIGUSR2, _on_usr2)
     signal.signal(signal.SIGTERM, _on_term)
+    signal.signal(signal.SIGINT, _on_int)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # so pause() returns when a child ends
     _start()
     while True:

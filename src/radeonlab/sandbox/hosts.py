@@ -23,6 +23,8 @@ API (used by tests/conftest.py's `sandbox` / `make_host` fixtures and the aptrep
     h.name, h.address, h.port, h.user, h.card, h.data, h.root (the host's / seen from the machine)
     h.exec("cmd", user=None|"lab", check=True) -> CompletedProcess   # inside the host's namespaces
     h.set_card("rx9070xt" | None)     # swap the simulated card live (sysfs rewritten, /dev nodes redone)
+    h.set_card(card, driven=False)    # the card on PCI only (SIMULATED: no driver yet); restart() after it;
+                                      # the host's `reboot` (SIMULATED) then drives it once amdgpu-dkms is in
     h.set_data(**kv)                  # extra inventory host data for this host
     h.stop_sshd(); h.start_sshd()     # host unreachable over SSH; its processes (jobs) keep running
     h.stop(); h.start()               # whole host off/on (all its processes end); the disk is kept
@@ -52,6 +54,7 @@ from typing import Any
 from radeonlab.sandbox import config, rootfs, simcards
 from radeonlab.sandbox.host import (  # one host's life; re-exported: callers know them as hosts.*
     INIT_SOURCE,
+    REBOOT_STANDIN,
     SSHD_CONFIG,
     SandboxError,
     SandboxHost,
@@ -89,7 +92,9 @@ class Sandbox:
             self.common_data = json.loads((self.state_dir / "sandbox.json").read_text())["common_data"]
         for record in sorted(self.hosts_dir.glob("*/host.json")):
             r = json.loads(record.read_text())
-            self.hosts[r["name"]] = SandboxHost(self, r["name"], r["number"], r["card"], r["data"])
+            self.hosts[r["name"]] = SandboxHost(
+                self, r["name"], r["number"], r["card"], r["data"], r.get("driven", True)
+            )
 
     def host(self, name: str) -> SandboxHost:
         return self.hosts[name]
@@ -213,8 +218,11 @@ class Sandbox:
         init = r / config.HOST_INIT_PATH.lstrip("/")
         init.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(INIT_SOURCE, init)
-        simcards.write_sysclass(host.sysclass, host.card)
+        simcards.write_card_state(host.dir, host.card)
         simcards.install_device_nodes(r, host.card)
+        reboot = r / config.HOST_REBOOT_PATH.lstrip("/")
+        reboot.write_text(REBOOT_STANDIN)
+        reboot.chmod(0o755)
 
     def destroy_host(self, name: str) -> None:
         """Stop the host, unmount and delete its disk; raises if a mount or process is left."""

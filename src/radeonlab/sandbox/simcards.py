@@ -20,6 +20,7 @@ recording plus the public fact given there. Nothing here is presented as a captu
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -296,3 +297,55 @@ def install_device_nodes(root: Path, card: str | None) -> None:
         os.mknod(path, stat.S_IFCHR | mode, os.makedev(*SIMULATED_DEVICE_NUMBER))
         os.chown(path, 0, _group_id(root, group))
         os.chmod(path, mode)  # mknod applies the umask
+
+
+# --- the PCI view, and a card no kernel drives yet ------------------------------------------------------
+# /sys/bus/pci/devices/<slot>/ of the card (bind-mounted over the host's, read-only): the files a PCI device
+# directory holds, from the same card table (a DRM card's `device` is this very directory). `class` is the
+# VGA class 0x030000 (the uevents' PCI_CLASS=30000). A driven card has the `driver` link and DRIVER= in its
+# uevent; an undriven one (the running kernel has no driver for it) has neither, no KFD class and no DRM
+# card: what sysfs shows before amdgpu-dkms and a reboot. SIMULATED from the recordings, not a capture.
+BOOT_DRIVEN = "boot-driven"  # <host dir>/boot-driven/{class,pci,devices.json}: the trees after the driver
+SIMULATED_DKMS_MARKER = "usr/share/radeonlab-simulated/amdgpu-dkms"  # what the stand-in amdgpu-dkms installs
+
+
+def write_syspci(dest: Path, card: str | None, driven: bool = True) -> None:
+    """Fill `dest` (the host's /sys/bus/pci/devices stand-in) for `card`; the directory itself is kept
+    (the source of a bind mount)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for child in dest.iterdir():
+        shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+    if card is None:
+        return
+    spec = CARDS[card]
+    device = dest / _pci_slot(spec)
+    for key in ("vendor", "device", "revision", "subsystem_vendor", "subsystem_device"):
+        _write(device / key, f"{spec[key]}\n")
+    _write(device / "class", "0x030000\n")
+    uevent = _device_uevent(spec)
+    if not driven:
+        uevent = "".join(line for line in uevent.splitlines(True) if not line.startswith("DRIVER="))
+    _write(device / "uevent", uevent)
+    if driven:
+        (device / "driver").symlink_to("../../../bus/pci/drivers/amdgpu")
+
+
+def write_card_state(host_dir: Path, card: str | None, driven: bool = True) -> None:
+    """The host's /sys/class (host_dir/sysclass) and PCI devices (host_dir/syspci) for `card`; undriven, the
+    driven trees wait in host_dir/boot-driven for the SIMULATED reboot (host_init.py) to mount them."""
+    boot = host_dir / BOOT_DRIVEN
+    if boot.exists():
+        shutil.rmtree(boot)
+    write_syspci(host_dir / "syspci", card, driven)
+    write_sysclass(host_dir / "sysclass", card)
+    if driven or card is None:
+        return
+    shutil.rmtree(host_dir / "sysclass" / "kfd")  # no amdgpu: no KFD class, no DRM card
+    shutil.rmtree(host_dir / "sysclass" / "drm")
+    (host_dir / "sysclass" / "drm").mkdir()
+    for link in (host_dir / "sysclass" / "hwmon").iterdir():
+        link.unlink()
+    write_sysclass(boot / "class", card)
+    write_syspci(boot / "pci", card, True)
+    nodes = [{"path": "/" + rel, "group": group, "mode": mode} for rel, (group, mode) in DEVICE_NODES.items()]
+    (boot / "devices.json").write_text(json.dumps(nodes) + "\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyinfra.api import FactBase
 from typing_extensions import override
 
-from radeonlab.roles.gpu import cards, sysfs
+from radeonlab.roles.gpu import cards, pci, sysfs
 
 
 class RadeonGpus(FactBase[list[dict[str, object]]]):
@@ -53,3 +53,27 @@ class RadeonGpus(FactBase[list[dict[str, object]]]):
     def process(self, output: list[str]) -> list[dict[str, object]]:
         rocm_version = getattr(self, "_rocm_version", cards.FALLBACK_ROCM_VERSION)
         return [gpu.to_dict() for gpu in sysfs.parse_dump(output, rocm_version)]
+
+
+class AmdPciGpus(FactBase[list[dict[str, object]]]):
+    """
+    Returns the host's AMD display devices from the PCI bus (``/sys/bus/pci/devices``), driven or not:
+
+    .. code:: python
+
+        [{"pci_slot": "0000:03:00.0", "device_id": 29772, "revision": 200,
+          "name": "AMD Radeon RX 7900 XTX", "apu": False, "driver": None}]
+
+    ``driver`` is the bound kernel driver (None: the running kernel does not drive the card, so KFD does not
+    list it). ``sysfs_root`` as for `RadeonGpus`.
+    """
+
+    default = list
+
+    @override
+    def command(self, sysfs_root: str = "/") -> str:
+        return pci.dump_command(sysfs_root)
+
+    @override
+    def process(self, output: list[str]) -> list[dict[str, object]]:
+        return [gpu.to_dict() for gpu in pci.parse_dump(output)]

@@ -79,6 +79,30 @@ DEFAULTS: dict[str, object] = {
     },  # empty: from rocm_amdgpu_versions by the ROCm series
     "rocm_driver_packages": ["amdgpu-dkms"],
     "rocm_allow_reboot": False,  # reboot after a driver change; otherwise the deploy says one is needed
+    # --- a GPU on the PCI bus that no kernel driver drives yet (roles/rocm/driver.py) ---
+    # Part -> "<distro>-<major>" -> the kernel metapackage AMD's matrix asks for ("" = the GA kernel is the
+    # listed one); a distribution missing here has no documented path and the deploy stops for that host.
+    # AMD's matrix (sandbox/amdworld/support-matrix.yaml [OSSUPPORT]): Radeon on 24.04 with HWE 6.17, 22.04
+    # with HWE 6.8, 26.04 GA 7.0; Ryzen APUs on 24.04 with the OEM 6.17 kernel [PREREQ], 26.04 GA 7.0.
+    # No Debian for either part.
+    # The package names are Ubuntu's, not AMD's: linux-generic-hwe-<ver> (Ubuntu kernel team docs, "HWE
+    # kernels": canonical-kteam-docs.readthedocs-hosted.com reference/hwe-kernels); linux-oem-24.04a is the
+    # OEM metapackage built from linux-meta-oem-6.17 (packages.ubuntu.com, noble-updates, linux-oem-24.04a
+    # 6.17.0-1028.28). Neither was installed on a real host here.
+    "rocm_driver_kernels": {
+        "radeon": {
+            "ubuntu-26": "",
+            "ubuntu-24": "linux-generic-hwe-24.04",
+            "ubuntu-22": "linux-generic-hwe-22.04",
+        },
+        "ryzen": {"ubuntu-26": "", "ubuntu-24": "linux-oem-24.04a"},
+    },
+    # AMD: install linux-headers-$(uname -r) and linux-modules-extra-$(uname -r) before amdgpu-dkms
+    # (amdworld/releases.yaml [INSTALL100]); {kernel} is the running kernel's release.
+    "rocm_driver_kernel_packages": ["linux-headers-{kernel}", "linux-modules-extra-{kernel}"],
+    # server.reboot's wait before reconnecting and its give-up time (pyinfra's defaults: 10 s, 300 s)
+    "rocm_reboot_delay": 10,
+    "rocm_reboot_timeout": 300,
     # --- host layout ---
     "rocm_prerequisite_packages": ["ca-certificates", "curl", "gnupg"],  # key download + dearmor
     "rocm_ld_paths": ["/opt/rocm/lib", "/opt/rocm/lib64"],

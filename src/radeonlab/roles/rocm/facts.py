@@ -17,3 +17,26 @@ class RocmInstalledVersion(FactBase):
     def process(self, output: list[str]) -> str | None:
         text = "\n".join(output).strip()
         return text or None
+
+
+class SecureBootState(FactBase):
+    """Whether UEFI Secure Boot is on: True, False, or None when neither source answers (BIOS boot, no
+    efivarfs). `mokutil --sb-state` prints "SecureBoot enabled"/"SecureBoot disabled"; without mokutil the
+    SecureBoot-<GUID> EFI variable is read: 4 bytes of attributes, then the value (1 = on)."""
+
+    def command(self) -> str:
+        return (
+            "command -v mokutil >/dev/null 2>&1 && mokutil --sb-state 2>/dev/null; "
+            "for f in /sys/firmware/efi/efivars/SecureBoot-*; do "
+            '[ -r "$f" ] && echo "efivar $(od -An -tu1 -j4 -N1 "$f" | tr -d \' \')"; '
+            "done; true"
+        )
+
+    def process(self, output: list[str]) -> bool | None:
+        for line in output:
+            text = line.strip().lower()
+            if text.startswith("secureboot "):
+                return text.endswith("enabled")
+            if text.startswith("efivar "):
+                return text.split()[-1] == "1"
+        return None
