@@ -40,3 +40,25 @@ def test_a_sent_blob_is_stored_read_only_under_its_digest(tmp_path: Path, monkey
     assert answers[-1] == {"stored": [digest], "failed": {}}
     stored = tmp_path / "blobs" / "sha256" / digest
     assert stored.read_bytes() == data and stored.stat().st_mode & 0o777 == receive.BLOB_MODE
+
+
+def test_the_store_is_private_to_the_training_users_group_and_old_modes_are_repaired(
+    tmp_path: Path,
+    monkeypatch,  # noqa: ANN001
+) -> None:
+    """`sudo -u nobody cat` read an uploaded .netrc out of a 0755 store with 0444 blobs: now 0440 in 0750,
+    and a store an older radeonlab made is repaired by the next upload."""
+    blobs = tmp_path / "blobs"
+    (blobs / "sha256").mkdir(parents=True)
+    old = blobs / "sha256" / ("cd" * 32)
+    old.write_bytes(b"old")
+    old.chmod(0o444)
+    for folder in (blobs, blobs / "sha256"):
+        folder.chmod(0o755)
+    data = b"secret dataset\n"
+    head = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+    lines = [json.dumps({"files": [head]}).encode() + b"\n", json.dumps(head).encode() + b"\n" + data]
+    assert run(blobs, lines, monkeypatch)[-1]["stored"] == [head["sha256"]]
+    paths = (blobs, blobs / "sha256", old, blobs / "sha256" / head["sha256"])
+    modes = {p.name: p.stat().st_mode & 0o777 for p in paths}
+    assert modes == {"blobs": 0o750, "sha256": 0o750, old.name: 0o440, head["sha256"]: 0o440}

@@ -28,7 +28,10 @@ from radeonlab.jobs.host.writeback import Writeback
 
 ALGORITHM = "sha256"
 BLOCK = 1 << 20
-BLOB_MODE = 0o444
+# Nobody outside the training user's group reads uploads (datasets, models; on a shared Slurm lab other users
+# have logins): blobs 0440 in 0750 folders, and older stores (0444 in 0755) are repaired when written to.
+BLOB_MODE = 0o440
+DIR_MODE = 0o750
 
 
 class Store:
@@ -43,6 +46,18 @@ class Store:
         except (OSError, ValueError):
             self.manifest = {}
         self.changed = False
+
+    def make_private(self) -> None:
+        """The store's folders, 0750 (made so, or repaired), and its older 0444 blobs made 0440."""
+        blobs_dir = os.path.dirname(self.dir)
+        os.makedirs(self.dir, mode=DIR_MODE, exist_ok=True)
+        for folder in (blobs_dir, self.dir):
+            if os.stat(folder).st_mode & 0o777 != DIR_MODE:
+                os.chmod(folder, DIR_MODE)
+                if folder == self.dir:  # first write since an older radeonlab: its blobs too
+                    for name in os.listdir(folder):
+                        with contextlib.suppress(OSError):
+                            os.chmod(os.path.join(folder, name), BLOB_MODE)
 
     def path(self, digest: str) -> str:
         if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
@@ -98,7 +113,7 @@ def receive_one(store: Store, stdin, digest: str, size: int, offset: int) -> str
     """Write one file's bytes from stdin into <hex>.part, hashing as it goes; None when stored, else why."""
     final = store.path(digest)
     part = final + ".part"
-    os.makedirs(store.dir, exist_ok=True)
+    store.make_private()
     h = hashlib.sha256()
     with open(part, "ab+") as f, Writeback(f.fileno()) as flushing:
         have = os.fstat(f.fileno()).st_size
