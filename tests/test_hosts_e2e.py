@@ -27,15 +27,28 @@ pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 AS_ROOT = {"ssh_user": "root", "_sudo": False}
 
 
-def test_a_root_deploy_plans_without_sudo_and_refuses_root_as_the_training_user(sandbox, make_host) -> None:
+def test_a_root_deploy_plans_and_runs_without_sudo_and_refuses_root_as_the_training_user(
+    sandbox, make_host
+) -> None:
     h = make_host("rx7900xtx", data={**AS_ROOT, "python_stack_user": "lab"})
     h.exec("rm -f /usr/bin/sudo && ! command -v sudo")  # a minimal Debian: no sudo at all
     with provision.serving(sandbox):
-        planned = provision.run_deploy(sandbox, [h.name], options=["--dry"])
-        assert planned.returncode == 0, planned.stderr[-4000:]
-        assert "sudo" not in planned.stderr.replace("/etc/sudoers", ""), planned.stderr[-4000:]
-        assert "Install ROCm 10.0 packages" in planned.stderr  # the whole deploy was planned
-        assert "Install the hash-locked stack" in planned.stderr
+        dry = provision.run_deploy(sandbox, [h.name], options=["--dry", "--json"])
+        assert dry.returncode == 0, dry.stderr[-4000:]
+        plan = [op["name"] for op in json.loads(dry.stdout)["plan"]]  # this one host's operations
+        for step in (
+            "Install ROCm 10.0 packages",
+            "Add lab to video, render",
+            "Install the hash-locked stack",
+        ):
+            assert any(step in name for name in plan), (step, plan)
+        # and for real: every operation as root without sudo, the training user's as lab through su
+        run = provision.run_deploy(sandbox, [h.name])
+        assert run.returncode == 0, run.stderr[-4000:]
+        record = json.loads((h.root / "etc/radeonlab/host.json").read_text())
+        assert record["user"] == "lab" and record["problem"] is None, record
+        venv = h.exec("stat -c %U /home/lab/radeonlab/venv/bin/python").stdout.strip()
+        assert venv == "lab"
 
         h.drop_data("python_stack_user")  # the default: the login user, root here
         refused = provision.run_deploy(sandbox, [h.name], options=["--dry"])
