@@ -2,7 +2,8 @@
 tests/test_provision_coresdk.py and tests/test_provision_hub_e2e.py (a pytest plugin: tests/conftest.py
 lists it), and the deploy runner the provisioning tests use.
 
-One `pyinfra -y --json inventories/sandbox.py deploy/setup.py` provisions every host at once: one per default
+One `pyinfra -y --json <the sandbox inventory> deploy/setup.py` (radeonlab.sandbox.provision, the test
+bed's one way, its SIMULATED servers up for the session) provisions every host at once: one per default
 card, and the variants the Core SDK tests read (the download.pytorch.org torch source on the RX 6700 XT, a
 Strix Halo APU); a second run is the no-op. Tests that change a host put it back as they found it.
 """
@@ -10,9 +11,6 @@ Strix Halo APU); a second run is the no-op. Tests that change a host put it back
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -20,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from radeonlab.sandbox import aptrepo, web, wheels
+from radeonlab.sandbox import provision
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost
 
 REPO = Path(__file__).resolve().parent.parent
@@ -45,15 +43,10 @@ class Run:
 
 
 def run_deploy(sandbox: Sandbox, hosts: list[SandboxHost], deploy: str = "deploy/setup.py") -> Run:
-    """`pyinfra -y --json inventories/sandbox.py <deploy>` limited to these hosts (subprocess, real SSH)."""
-    limit = [arg for h in hosts for arg in ("--limit", h.name)]
+    """`pyinfra -y --json` with the sandbox's inventory and `deploy` limited to these hosts (real SSH), the
+    test bed's one way (radeonlab.sandbox.provision.run_deploy), inside the fixture's serving()."""
     start = time.monotonic()
-    done = subprocess.run(
-        [str(Path(sys.executable).with_name("pyinfra")), "-y", "--json", *limit,
-         "inventories/sandbox.py", deploy],
-        cwd=REPO, capture_output=True, text=True, timeout=3600,
-        env={**os.environ, "RADEONLAB_SANDBOX_DIR": str(sandbox.state_dir)},
-    )  # fmt: skip
+    done = provision.run_deploy(sandbox, [h.name for h in hosts], deploy, options=["--json"], cwd=REPO)
     run = Run(done.returncode, time.monotonic() - start, done.stdout, done.stderr)
     if done.returncode == 0:
         run.results = json.loads(done.stdout)["results"]
@@ -75,10 +68,7 @@ class Provisioned:
 
 @pytest.fixture(scope="session")
 def provisioned(sandbox: Sandbox) -> Iterator[Provisioned]:
-    repo = aptrepo.build_repo(sandbox.state_dir)
-    index = wheels.build_wheel_index(sandbox.state_dir)
-    with web.spawn(sandbox.www_dir) as server:
-        sandbox.set_common_data(**repo.settings(server.url), **index.settings(server.url))
+    with provision.serving(sandbox):
         hosts = {card: sandbox.create_host(f"prov-{card}", card=card) for card in CARDS}
         variants = {name: sandbox.create_host(name, card=c, data=d) for name, (c, d) in VARIANTS.items()}
         every = [*hosts.values(), *variants.values()]

@@ -111,6 +111,22 @@ def test_login_shell_sees_the_exports(provisioned: Provisioned) -> None:
         )
 
 
+def test_the_stack_check_ran_in_a_fresh_login_of_the_training_user(provisioned: Provisioned) -> None:
+    """As jobs run: the check saw the groups added in the same run (a new login) and what only
+    /etc/profile.d sets; the deploy said once that lab's open sessions (its own SSH login) must log in
+    again, and the no-op run, adding nothing, did not."""
+    for card, h in provisioned.hosts.items():
+        report = json.loads((h.root / "etc/radeonlab/stack-check.json").read_text())["report"]
+        assert report["user"] == "lab" and {"video", "render"} <= set(report["groups"]), (card, report)
+        seen = {k: v for k, v in report["env"].items() if v is not None}
+        assert seen == EXPECTED_ENV[card], (card, seen)
+    note = "lab was added to render, video while"
+    assert provisioned.first.stderr.count(note) == len(provisioned.every_host), provisioned.first.stderr[
+        -3000:
+    ]
+    assert note not in provisioned.second.stderr
+
+
 def test_user_gets_video_render_and_keeps_sudo(provisioned: Provisioned) -> None:
     for h in provisioned.hosts.values():
         groups = set(h.exec("id -nG lab").stdout.split())

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
+import shlex
 import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 from radeonlab.roles.verify import record as rec
-from radeonlab.roles.verify.facts import CHECK_SCRIPT, StackCheckState, StackReport
+from radeonlab.roles.verify.facts import CHECK_SCRIPT, StackCheckState, StackReport, stack_check_command
 from tests.test_roles_gpu_env import R9070, XTX
 
 CPU_REPORT = {
@@ -193,3 +195,27 @@ def test_an_apu_record_carries_its_unified_memory() -> None:
 def test_usable_memory_for_estimates_and_placement() -> None:
     assert rec.usable_memory({"vram_total": 512, "usable_memory": 4096}) == 4096
     assert rec.usable_memory({"vram_total": 512}) == 512  # a record from before the field
+
+
+def test_the_check_runs_in_a_fresh_login_shell_of_the_training_user() -> None:
+    """As jobs run: bash -l (profile.d) in a new login of the training user, started from root."""
+    cmd = StackReport().command(python="/home/lab/radeonlab/venv/bin/python", user="lab", matmul_size=8)
+    assert cmd.startswith("runuser -l lab -s /bin/bash -c ")
+    inner = shlex.split(cmd)[-1]  # what the login shell runs: the check, unchanged
+    assert inner == stack_check_command("/home/lab/radeonlab/venv/bin/python", 8)
+    assert shlex.split(StackReport().command(python="/v/bin/python", user="a b"))[:3] == [
+        "runuser",
+        "-l",
+        "a b",
+    ]
+
+
+def test_the_check_reports_who_ran_it_and_what_profile_d_gave_it() -> None:
+    report = check_with("cpu")
+    assert report["user"] == pwd.getpwuid(os.geteuid()).pw_name
+    assert report["groups"] and all(isinstance(g, str) for g in report["groups"])
+    assert set(report["env"]) == {
+        "PYTORCH_ROCM_ARCH",
+        "HSA_OVERRIDE_GFX_VERSION",
+        "TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL",
+    }

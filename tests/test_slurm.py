@@ -22,7 +22,7 @@ from click.testing import CliRunner, Result
 
 from radeonlab.cli import main
 from radeonlab.jobs.plan import slurm
-from radeonlab.sandbox import aptrepo, demodata, slurmlab, tinymodel, web, wheels
+from radeonlab.sandbox import demodata, provision, slurmlab, tinymodel
 from radeonlab.sandbox.demo import write_spec
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost
 from tests.provisioned import Run, run_deploy
@@ -104,11 +104,8 @@ def wait_for(
 
 @pytest.fixture(scope="module")
 def lab(sandbox: Sandbox) -> Iterator[Lab]:
-    repo = aptrepo.build_repo(sandbox.state_dir)
-    index = wheels.build_wheel_index(sandbox.state_dir)
-    with web.spawn(sandbox.www_dir) as server:
-        # Per-host data, not the sandbox's common data: other modules' hosts are not part of this lab.
-        common = {**repo.settings(server.url), **index.settings(server.url)}
+    # Per-host data, not the sandbox's common data: other modules' hosts are not part of this lab.
+    with provision.serving(sandbox, common=False) as common:
         # A node that stops answering is marked DOWN after 10 s instead of Slurm's 300 (a test-time choice).
         roles = slurmlab.lab_data(sandbox.state_dir, CTL, list(CARDS), slurm_slurmd_timeout=10)
         hosts = {

@@ -13,16 +13,15 @@ Ratios are radeonlab / Ansible (lower is faster), from the first runs and from t
 
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
 import statistics
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from radeonlab.sandbox import aptrepo, web, wheels
+from radeonlab.sandbox import provision
 from radeonlab.sandbox.hosts import Sandbox
 from tests.bench.ansible_inventory import PlaybookRun, run_playbook, write_inventory
 from tests.bench.phases import PYINFRA_STEP, Timed, run_timed
@@ -35,14 +34,9 @@ CARD = "rx7900xtx"
 GOALS = {"first": 0.6, "noop": 0.25}
 
 
-@contextlib.contextmanager
-def served(sbx: Sandbox) -> Iterator[str]:
-    """The SIMULATED apt repository and wheel index served for the block; every host's data points at it."""
-    repo = aptrepo.build_repo(sbx.state_dir)
-    index = wheels.build_wheel_index(sbx.state_dir)
-    with web.spawn(sbx.www_dir) as server:
-        sbx.set_common_data(**repo.settings(server.url), **index.settings(server.url))
-        yield server.url
+# The SIMULATED apt repository and wheel index served for the block; every host's data points at it (the
+# test bed's one way, radeonlab.sandbox.provision.serving).
+served = provision.serving
 
 
 def run_pyinfra(hosts: Iterable[str], env: dict[str, str], *args: str) -> Timed:

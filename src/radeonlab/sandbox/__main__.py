@@ -27,6 +27,16 @@ def _parser() -> argparse.ArgumentParser:
         default="rx7900xtx,rx6700xt",
         help=f"simulated card per host, comma-separated ({', '.join(config.CARDS)}, none); %(default)s",
     )
+    up.add_argument(
+        "--provision",
+        action="store_true",
+        help="then provision them with deploy/setup.py against the SIMULATED AMD servers (= `provision`)",
+    )
+    prov = sub.add_parser(
+        "provision",
+        help="provision hosts with deploy/setup.py, the SIMULATED apt repo and wheel index served meanwhile",
+    )
+    prov.add_argument("names", nargs="*", help="host names (default: every host)")
     down = sub.add_parser("down", help="destroy every host (the base rootfs stays cached)")
     down.add_argument(
         "--stale",
@@ -57,6 +67,21 @@ def laptop_requirements() -> list[str]:
     return [f"torch=={DEFAULTS['pytorch_version']}", *pins]
 
 
+def _provision(sbx: Sandbox, names: list[str]) -> None:
+    """deploy/setup.py on these hosts, the one way the test bed provisions (sandbox/provision.py)."""
+    from radeonlab.sandbox.provision import provision_hosts
+
+    done = provision_hosts(sbx, {n: sbx.hosts[n].card for n in names}, quiet=False)
+    seconds = next(iter(done.values())).seconds if done else 0.0
+    print(f"provisioned {', '.join(names)} in {seconds:.1f}s")
+
+
+def _say_how_to_use(sbx: Sandbox) -> None:
+    from radeonlab.sandbox.provision import INVENTORY
+
+    print(f"  jobs: RADEONLAB_SANDBOX_DIR={sbx.state_dir} RADEONLAB_INVENTORY={INVENTORY} radeonlab fleet")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.action == "laptop-requirements":
@@ -77,10 +102,21 @@ def main(argv: list[str] | None = None) -> int:
             reap.keep(sbx.state_dir)
             cards = [None if c in ("", "none") else c for c in args.cards.split(",")]
             t0 = time.monotonic()
-            for host in sbx.create_hosts(args.hosts, cards):
+            hosts = sbx.create_hosts(args.hosts, cards)
+            for host in hosts:
                 print(f"{host.name}: {host.user}@{host.address}:{host.port} card={host.card}")
             print(f"ready in {time.monotonic() - t0:.1f}s; inventory: {sbx.inventory_file}")
-            print(f"  RADEONLAB_SANDBOX_DIR={sbx.state_dir} pyinfra inventories/sandbox.py ...")
+            if args.provision:
+                _provision(sbx, [h.name for h in hosts])
+            else:  # the deploy needs the SIMULATED servers: the verb serves them for its run
+                print(f"  provision them: radeonlab sandbox --state-dir {sbx.state_dir} provision")
+            _say_how_to_use(sbx)
+        elif args.action == "provision":
+            unknown = [n for n in args.names if n not in sbx.hosts]
+            if unknown or not sbx.hosts:
+                raise SandboxError(f"no such host(s) {', '.join(unknown) or '(none up)'}: `sandbox up` first")
+            _provision(sbx, args.names or list(sbx.hosts))
+            _say_how_to_use(sbx)
         elif args.action == "down":
             sbx.destroy_all()
             print(f"all hosts destroyed under {sbx.state_dir}")

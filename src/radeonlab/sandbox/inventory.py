@@ -2,6 +2,8 @@
 
 Reads <sandbox state dir>/inventory.json: the dir is $RADEONLAB_SANDBOX_DIR, else the sandbox's default.
 Every top-level list in a pyinfra inventory is a group, so helpers here start with `_`.
+Provision with `radeonlab sandbox provision` (radeonlab.sandbox.provision): it serves the SIMULATED AMD apt
+repository and wheel index that the hosts' data points at for its run, then runs
     pyinfra inventories/sandbox.py deploy/setup.py
 """
 

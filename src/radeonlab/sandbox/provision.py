@@ -2,15 +2,18 @@
 
 Builds (or reuses from the cache) the SIMULATED AMD apt repository and the local wheel index (CPU torch
 standing in for the ROCm build), serves them on loopback, creates sandbox host(s) with a simulated card and
-runs the real provisioning over SSH: `pyinfra -y inventories/sandbox.py deploy/setup.py`.
+runs the real provisioning over SSH: `pyinfra -y inventories/sandbox.py deploy/setup.py`. The test bed's one
+way to provision (`radeonlab sandbox up --provision` and `sandbox provision` included).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -38,6 +41,48 @@ def sandbox_env(sandbox: Sandbox) -> dict[str, str]:
     return {**os.environ, "RADEONLAB_SANDBOX_DIR": str(sandbox.state_dir)}
 
 
+@contextlib.contextmanager
+def serving(sandbox: Sandbox, *, common: bool = True) -> Iterator[dict[str, object]]:
+    """The SIMULATED AMD apt repository and wheel index (built, or taken from the cache) served on loopback
+    while the block runs. Yields the host data (product settings) pointing at them; with `common`, every
+    host's data gets them (sandbox.json, the inventory), else the caller gives them to its own hosts.
+
+    Only a provisioning run needs them: jobs need nothing from them after. The one way the test bed
+    provisions (with run_deploy): provision_hosts, `radeonlab sandbox provision` and `up --provision`,
+    tests/provisioned.py.
+    """
+    repo = aptrepo.build_repo(sandbox.state_dir)
+    index = wheels.build_wheel_index(sandbox.state_dir)
+    with web.spawn(sandbox.www_dir) as server:
+        settings = {**repo.settings(server.url), **index.settings(server.url)}
+        if common:
+            sandbox.set_common_data(**settings)
+        yield settings
+
+
+def run_deploy(
+    sandbox: Sandbox,
+    names: Iterable[str],
+    deploy: str = DEPLOY,
+    *,
+    options: Sequence[str] = (),
+    quiet: bool = True,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """`pyinfra -y [options] --limit NAME... <the sandbox inventory> <deploy>` (real SSH), inside serving().
+    `deploy`: pyinfra's `module.function` form, or a deploy file relative to `cwd` (a checkout)."""
+    pyinfra = str(Path(sys.executable).with_name("pyinfra"))
+    limit = [arg for n in names for arg in ("--limit", n)]
+    return subprocess.run(
+        [pyinfra, "-y", *options, *limit, INVENTORY, deploy],
+        cwd=cwd or sandbox.state_dir,
+        env=sandbox_env(sandbox),
+        capture_output=quiet,
+        text=True,
+        timeout=DEPLOY_TIMEOUT_S,
+    )
+
+
 def provision_host(
     sandbox: Sandbox, name: str, card: str | None = "rx7900xtx", *, quiet: bool = True
 ) -> Provisioned:
@@ -50,27 +95,16 @@ def provision_hosts(
 ) -> dict[str, Provisioned]:
     """Create the hosts (name -> simulated card) and provision them in ONE pyinfra run (hosts in parallel).
 
-    Hosts that already exist are reused (a re-run on a provisioned host is a cheap no-op). The web server
-    serving the apt repo and the wheel index lives only for the pyinfra run: jobs need nothing from it after.
+    Hosts that already exist are reused (a re-run on a provisioned host is a cheap no-op). The SIMULATED
+    servers (serving) live only for the pyinfra run.
     """
-    repo = aptrepo.build_repo(sandbox.state_dir)
-    index = wheels.build_wheel_index(sandbox.state_dir)
-    with web.spawn(sandbox.www_dir) as server:
-        sandbox.set_common_data(**repo.settings(server.url), **index.settings(server.url))
+    with serving(sandbox):
         for name in cards:  # a host left stopped by an earlier run (machine restart): made again, not reused
             if name in sandbox.hosts and not sandbox.hosts[name].is_running():
                 sandbox.destroy_host(name)
         hosts = {n: sandbox.hosts.get(n) or sandbox.create_host(n, card=c) for n, c in cards.items()}
-        pyinfra = str(Path(sys.executable).with_name("pyinfra"))
         start = time.monotonic()
-        done = subprocess.run(
-            [pyinfra, "-y", *(arg for n in cards for arg in ("--limit", n)), INVENTORY, DEPLOY],
-            cwd=sandbox.state_dir,
-            env=sandbox_env(sandbox),
-            capture_output=quiet,
-            text=True,
-            timeout=DEPLOY_TIMEOUT_S,
-        )
+        done = run_deploy(sandbox, cards, quiet=quiet)
         seconds = time.monotonic() - start
     if done.returncode != 0:
         tail = (done.stderr or "")[-3000:] if quiet else ""

@@ -58,3 +58,18 @@ def linger_command(user: str, systemd_runs: bool, lingering: bool, wanted: bool)
     if not wanted or not systemd_runs or lingering:
         return None
     return ["loginctl", "enable-linger", user]
+
+
+def relogin_note(user: str, added: Iterable[str], processes: int) -> str | None:
+    """One line when groups are added while `user` has processes running: a process keeps the groups it
+    started with, and so does every process a session starts, so open sessions (an SSH shell, a desktop
+    login, a running tmux) must log in again before they can open the GPU (AMD's ROCm install guide: after
+    adding the user to video and render, log out and in, or reboot). New logins, jobs and the deploy's own
+    stack check (a fresh login) get the groups at once. None when nothing is added or nothing runs."""
+    added = sorted(set(added))
+    if not added or processes <= 0:
+        return None
+    return (
+        f"{user} was added to {', '.join(added)} while {processes} of its processes run: its open sessions "
+        f"keep their old groups; log in again there (new logins and jobs have them)"
+    )

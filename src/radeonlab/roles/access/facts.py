@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from pyinfra.api import FactBase
 
 
@@ -27,3 +29,14 @@ class DeviceNodes(FactBase):
                 path, mode, user, group = parts
                 nodes[path] = {"mode": int(mode, 8), "user": user, "group": group}
         return nodes
+
+
+class UserProcessCount(FactBase):
+    """How many processes `user` runs now (from /proc: no procps needed; 0 for a user without any)."""
+
+    def command(self, user: str) -> str:
+        return f"stat -c %U /proc/[0-9]* 2>/dev/null | grep -cx -- {shlex.quote(user)} || true"
+
+    def process(self, output: list[str]) -> int:
+        lines = [line.strip() for line in output if line.strip().isdigit()]
+        return int(lines[-1]) if lines else 0

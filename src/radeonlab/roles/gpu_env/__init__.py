@@ -15,6 +15,7 @@ from radeonlab.roles.gpu.cards import Gpu
 from radeonlab.roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
 from radeonlab.roles.gpu_env.defaults import DEFAULTS
 from radeonlab.roles.gpu_env.plan import gpu_env, torch_build
+from radeonlab.roles.privilege import as_root
 from radeonlab.roles.python_stack.defaults import DEFAULTS as STACK_DEFAULTS
 from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
 
@@ -44,5 +45,5 @@ def configure_gpu_env(gpus: Sequence[Gpu]) -> None:
         notes=env.notes,
         comments=env.comments,
         exports=env.exports,
-        _sudo=True,
+        **as_root(),
     )

@@ -13,9 +13,11 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.facts.deb import DebPackages
-from pyinfra.facts.server import Home, LinuxDistribution, User
+from pyinfra.facts.server import Home, LinuxDistribution
 from pyinfra.operations import apt, files, pip, server
 
+from radeonlab.roles import privilege
+from radeonlab.roles.privilege import as_root
 from radeonlab.roles.python_stack import lock as stack_lock
 from radeonlab.roles.python_stack import plan
 from radeonlab.roles.python_stack.defaults import DEFAULTS
@@ -47,9 +49,12 @@ class StackPaths:
 
 def stack_paths() -> StackPaths:
     """Who trains on this host and where: read by the access and verify roles too."""
-    # The login user: ssh_user, else who the connection runs as (_sudo=False: an inventory may set _sudo).
-    login_user = host.data.get("ssh_user") or host.get_fact(User, _sudo=False)
-    user = plan.training_user(host.data.get("python_stack_user", DEFAULTS["python_stack_user"]), login_user)
+    try:
+        user = plan.training_user(
+            host.data.get("python_stack_user", DEFAULTS["python_stack_user"]), privilege.login_user()
+        )
+    except ValueError as e:
+        raise DeployError(f"{host.name}: {e}") from None
     home = host.get_fact(Home, user=user)
     if not home or home.startswith("~"):
         raise DeployError(f"{host.name}: training user {user!r} does not exist (python_stack_user)")
@@ -89,7 +94,7 @@ def install_python_stack(
     data = {**settings(), **(sources or {})}
     targets = sorted({t for t in gfx_targets if t})
     paths = stack_paths()
-    as_user: dict[str, Any] = {"_sudo": True, "_sudo_user": paths.user}
+    as_user = privilege.as_user(paths.user)
     rocm_version = str(host.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"]))
 
     extras = list(data.get("python_stack_extras") or [])
@@ -152,7 +157,7 @@ def _install_locked(
             user=paths.user,
             group=paths.group,
             mode="644",
-            _sudo=True,
+            **as_root(),
         )
     installed = host.get_fact(
         InstalledDistributions, python=paths.python, names=sorted({p.name for p in pins}), **as_user
@@ -195,7 +200,7 @@ def _ensure_python(data: dict[str, Any], choice: plan.PythonChoice) -> str:
     if not choice.deadsnakes:
         missing = [p for p in data["python_stack_venv_packages"] if p not in installed]
         if missing:
-            apt.packages(name="Install python3's venv module", packages=missing, update=True, _sudo=True)
+            apt.packages(name="Install python3's venv module", packages=missing, update=True, **as_root())
         return choice.executable
 
     packages = [p.format(python=choice.executable) for p in data["python_stack_deadsnakes_packages"]]
@@ -207,7 +212,7 @@ def _ensure_python(data: dict[str, Any], choice: plan.PythonChoice) -> str:
         name="Install the deadsnakes PPA key",
         src=data["python_stack_deadsnakes_key_url"],
         dest=keyring,
-        _sudo=True,
+        **as_root(),
     )
     files.template(
         name="Add the deadsnakes PPA",
@@ -218,9 +223,9 @@ def _ensure_python(data: dict[str, Any], choice: plan.PythonChoice) -> str:
         mode="644",
         python=choice.executable,
         line=f"deb [signed-by={keyring}] {data['python_stack_deadsnakes_repo_url']} {codename} main",
-        _sudo=True,
+        **as_root(),
     )
     apt.packages(
-        name=f"Install {choice.executable} from deadsnakes", packages=packages, update=True, _sudo=True
+        name=f"Install {choice.executable} from deadsnakes", packages=packages, update=True, **as_root()
     )
     return choice.executable

@@ -34,8 +34,24 @@ def expand_home(path: str, home: str) -> str:
 
 
 def training_user(configured: str | None, login_user: str) -> str:
-    """The user who trains: python_stack_user when set, else the SSH user pyinfra logs in as."""
-    return configured or login_user
+    """The user who trains: python_stack_user when set, else the user pyinfra logs in as. Never root (jobs
+    run as the training user: a training run as root could write anywhere on the host), never unknown.
+
+    Raises ValueError (one line, with the fix)."""
+    user = (configured or "").strip() or login_user.strip()
+    if user == "root":
+        why = (
+            "python_stack_user is root"
+            if configured
+            else "the deploy runs as root and python_stack_user is empty"
+        )
+        raise ValueError(f"{why}: training as root is refused; set python_stack_user to a non-root user")
+    if not user:
+        raise ValueError(
+            "the login user is unknown (id -un and $USER say nothing) and python_stack_user is empty: "
+            "set python_stack_user to the (non-root) user who trains"
+        )
+    return user
 
 
 def torch_index_url(data: Mapping[str, Any], rocm_version: str) -> str:

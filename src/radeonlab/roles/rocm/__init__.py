@@ -3,7 +3,6 @@ stream."""
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from pyinfra.facts.server import LinuxDistribution
 from pyinfra.operations import apt, files, python, server
 from pyinfra.operations.util import any_changed
 
+from radeonlab.roles.privilege import as_root
 from radeonlab.roles.python_stack.defaults import DEFAULTS as PYTHON_STACK_DEFAULTS
 from radeonlab.roles.python_stack.defaults import torch_pairing
 from radeonlab.roles.python_stack.plan import pytorch_rocm_series
@@ -23,7 +23,6 @@ from radeonlab.roles.rocm import repos
 from radeonlab.roles.rocm.defaults import DEFAULTS
 
 TEMPLATES = Path(__file__).parent / "templates"
-SUDO: dict[str, Any] = {"_sudo": True}
 
 
 def _root_template(name: str, template: str, dest: str, **context: Any) -> Any:
@@ -37,7 +36,7 @@ def _root_template(name: str, template: str, dest: str, **context: Any) -> Any:
         mode="644",
         jinja_env_kwargs={"trim_blocks": True, "lstrip_blocks": True},  # a fresh dict: pyinfra pops from it
         **context,
-        **SUDO,
+        **as_root(),
     )
 
 
@@ -79,13 +78,16 @@ def install_rocm(gfx_targets: Sequence[str | None] = ()) -> None:
             name="Install what fetching AMD's key needs",
             packages=data["rocm_prerequisite_packages"],
             update=True,
-            **SUDO,
+            **as_root(),
         )
 
     removed = _remove_other_streams(data, source.stream)
     source_ops = [
         apt.key(
-            name=f"Install AMD's apt key as {source.keyring}", src=source.key_url, dest=source.keyring, **SUDO
+            name=f"Install AMD's apt key as {source.keyring}",
+            src=source.key_url,
+            dest=source.keyring,
+            **as_root(),
         ),
         _root_template(
             name=f"Write {source.list_path}",
@@ -111,16 +113,16 @@ def install_rocm(gfx_targets: Sequence[str | None] = ()) -> None:
     # Refresh the package lists when a source changed, or unconditionally when something is to be installed
     # (a run interrupted after writing the sources would otherwise install from stale lists).
     if _missing(packages + driver_packages):
-        apt.update(name="Refresh apt package lists", **SUDO)
+        apt.update(name="Refresh apt package lists", **as_root())
     else:
         apt.update(
-            name="Refresh apt package lists (ROCm sources changed)", _if=any_changed(*source_ops), **SUDO
+            name="Refresh apt package lists (ROCm sources changed)", _if=any_changed(*source_ops), **as_root()
         )
 
     rocm_op = apt.packages(
         name=f"Install ROCm {data['rocm_version']} packages ({', '.join(packages)})",
         packages=packages,
-        **SUDO,
+        **as_root(),
     )
     if driver_packages:
         _install_driver(data, driver_packages)
@@ -135,7 +137,7 @@ def install_rocm(gfx_targets: Sequence[str | None] = ()) -> None:
         name="Rebuild the dynamic linker cache",
         commands=["ldconfig"],
         _if=any_changed(ld_op, rocm_op, *removed),
-        **SUDO,
+        **as_root(),
     )
     _root_template(
         name="Put ROCm's tools on login shells' PATH",
@@ -151,7 +153,9 @@ def _remove_other_streams(data: dict[str, Any], stream: str) -> list[Any]:
     ops = []
     other = "coresdk" if stream == "legacy" else "legacy"
     for path in repos.stream_files(other).values():
-        ops.append(files.file(name=f"Remove {path} (the {other} stream's)", path=path, present=False, **SUDO))
+        ops.append(
+            files.file(name=f"Remove {path} (the {other} stream's)", path=path, present=False, **as_root())
+        )
     if data["rocm_remove_other_streams"]:
         leftovers = repos.leftover_packages(data, host.get_fact(DebPackages))
         if leftovers:
@@ -159,11 +163,8 @@ def _remove_other_streams(data: dict[str, Any], stream: str) -> list[Any]:
                 server.shell(
                     name=f"Remove ROCm packages of another stream or release ({', '.join(leftovers[:4])}"
                     f"{' ...' if len(leftovers) > 4 else ''})",
-                    commands=[
-                        "DEBIAN_FRONTEND=noninteractive apt-get purge -y " + shlex.join(leftovers),
-                        "DEBIAN_FRONTEND=noninteractive apt-get autoremove --purge -y",
-                    ],
-                    **SUDO,
+                    commands=repos.purge_commands(leftovers),
+                    **as_root(),
                 )
             )
     return ops
@@ -199,7 +200,7 @@ def _driver_sources(data: dict[str, Any], codename: str) -> list[Any]:
                 name="Install AMD's driver apt key",
                 src=data["rocm_key_url"],
                 dest=data["rocm_keyring"],
-                **SUDO,
+                **as_root(),
             )
         )
     ops.append(
@@ -215,9 +216,9 @@ def _driver_sources(data: dict[str, Any], codename: str) -> list[Any]:
 
 
 def _install_driver(data: dict[str, Any], packages: list[str]) -> None:
-    driver_op = apt.packages(name="Install the amdgpu kernel driver", packages=packages, **SUDO)
+    driver_op = apt.packages(name="Install the amdgpu kernel driver", packages=packages, **as_root())
     if data["rocm_allow_reboot"]:
-        server.reboot(name="Reboot into the new amdgpu driver", _if=driver_op.did_change, **SUDO)
+        server.reboot(name="Reboot into the new amdgpu driver", _if=driver_op.did_change, **as_root())
     else:
         python.call(
             name="Say that the new amdgpu driver needs a reboot",

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterable, Mapping
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -279,6 +280,14 @@ def leftover_packages(data: Mapping[str, Any], installed: Iterable[str]) -> list
         if owner is not None and (owner != stream or other_release):
             out.append(name)
     return out
+
+
+def purge_commands(packages: Sequence[str]) -> list[str]:
+    """Remove exactly `packages` (leftover_packages) with their configuration, nothing else: dpkg, not
+    apt-get, which would also remove what depends on them (a user's own packages) and, with autoremove,
+    whatever else on the system apt thinks unused. A package outside the list that depends on one of them:
+    dpkg keeps that one, names the dependent, and exits non-zero, so the deploy stops there."""
+    return ["DEBIAN_FRONTEND=noninteractive dpkg --purge " + shlex.join(packages)] if packages else []
 
 
 def stream_files(stream: str) -> dict[str, str]:

@@ -21,6 +21,7 @@ from pyinfra.operations import apt, files, server, systemd
 from radeonlab.roles.gpu.cards import Gpu
 from radeonlab.roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
 from radeonlab.roles.gpu_env.defaults import DEFAULTS as GPU_ENV_DEFAULTS
+from radeonlab.roles.privilege import as_root
 from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
 from radeonlab.roles.slurm import daemons, plan
 from radeonlab.roles.slurm.defaults import DEFAULTS
@@ -64,7 +65,7 @@ def install_slurm_packages() -> None:
     installed = host.get_fact(DebPackages)
     missing = [p for p in dict.fromkeys(wanted) if p not in installed]
     if missing:
-        apt.packages(name="Install Slurm and munge", packages=missing, update=True, _sudo=True)
+        apt.packages(name="Install Slurm and munge", packages=missing, update=True, **as_root())
 
 
 @deploy("Set up Slurm", data_defaults=DEFAULTS)
@@ -98,7 +99,7 @@ def setup_slurm(gpus: Sequence[Gpu]) -> None:
         user="munge",
         group="munge",
         mode="400",
-        _sudo=True,
+        **as_root(),
     )
     _run("munged", use_systemd, timeout, restart_if=key_op.did_change)
 
@@ -110,7 +111,7 @@ def setup_slurm(gpus: Sequence[Gpu]) -> None:
             user="slurm",
             group="slurm",
             mode="700",
-            _sudo=True,
+            **as_root(),
         )
         # There from the start (slurmctld writes it when the first job ends): the runner reads it as a user.
         files.file(
@@ -119,7 +120,7 @@ def setup_slurm(gpus: Sequence[Gpu]) -> None:
             user="slurm",
             group="slurm",
             mode="644",
-            _sudo=True,
+            **as_root(),
         )
     files.template(
         name="Write cgroup.conf",
@@ -131,13 +132,13 @@ def setup_slurm(gpus: Sequence[Gpu]) -> None:
         jinja_env_kwargs=JINJA,
         cgroup_plugin=data["slurm_cgroup_plugin"],
         constrain=bool(data["slurm_cgroup_constrain"]),
-        _sudo=True,
+        **as_root(),
     )
     node_files = _node_files(name, gres, plan.rocr_map(chosen)) if is_node else None
 
     # 4. slurm.conf, the same on every host, from every node's host record (written earlier in this run).
     slurm_config(
-        name="Write slurm.conf from the inventory and the host records", lab=lab, data=data, _sudo=True
+        name="Write slurm.conf from the inventory and the host records", lab=lab, data=data, **as_root()
     )
     action = action_of(host.name)
 
@@ -149,7 +150,7 @@ def setup_slurm(gpus: Sequence[Gpu]) -> None:
             name="Reconfigure Slurm (scontrol reconfigure)",
             commands=["scontrol reconfigure"],
             _if=lambda: action() == "reconfigure",
-            _sudo=True,
+            **as_root(),
         )
     if node_files is not None:
         restart = node_files.options_changed
@@ -158,7 +159,7 @@ def setup_slurm(gpus: Sequence[Gpu]) -> None:
             name="Reconfigure Slurm for this node's new gres.conf",
             commands=["scontrol reconfigure"],
             _if=lambda: action() == "none" and node_files.gres_changed() and not restart(),
-            _sudo=True,
+            **as_root(),
         )
 
     # 6. The check, on the controller: one munge key, one uid, every node registered.
@@ -171,7 +172,7 @@ def check_slurm_lab(lab: plan.Lab, data: dict[str, Any]) -> None:
         name="Check the Slurm lab (munge key, user ids, nodes registered)",
         lab=lab,
         register_timeout=int(data["slurm_register_timeout"]),
-        _sudo=True,
+        **as_root(),
     )
 
 
@@ -202,7 +203,7 @@ def _node_files(name: str, gres: list[str], rocr_map: list[int]) -> NodeFiles:
         user="root",
         group="root",
         mode="755",
-        _sudo=True,
+        **as_root(),
     )
     gres_op = files.template(
         name="Write gres.conf from radeonlab's GPU detection",
@@ -215,7 +216,7 @@ def _node_files(name: str, gres: list[str], rocr_map: list[int]) -> NodeFiles:
         node_name=name,
         comments=[] if gres else ["no GPU to hand out on this node"],
         lines=gres,
-        _sudo=True,
+        **as_root(),
     )
     files.template(
         name="Write the task prolog (the node's GPU environment for every job)",
@@ -228,14 +229,14 @@ def _node_files(name: str, gres: list[str], rocr_map: list[int]) -> NodeFiles:
         node_name=name,
         profile=host.data.get("gpu_env_profile_path", GPU_ENV_DEFAULTS["gpu_env_profile_path"]),
         rocr_map=rocr_map,
-        _sudo=True,
+        **as_root(),
     )
     options = files.line(
         name="Give slurmd its node name",
         path=plan.PATHS["slurmd_defaults"],
         line="^SLURMD_OPTIONS=.*",
         replace=f'SLURMD_OPTIONS="-N {name}"',
-        _sudo=True,
+        **as_root(),
     )
     return NodeFiles(gres_op.did_change, options.did_change)
 
@@ -244,9 +245,11 @@ def _run(name: str, use_systemd: bool, timeout: float, restart_if: Callable[[], 
     """Keep daemon `name` running (a systemd unit, or detached where systemd is not the init)."""
     daemon = daemons.DAEMONS[name]
     if not use_systemd:
-        detached_daemon(name=f"Run {name}", daemon=daemon, timeout=timeout, restart_if=restart_if, _sudo=True)
+        detached_daemon(
+            name=f"Run {name}", daemon=daemon, timeout=timeout, restart_if=restart_if, **as_root()
+        )
         return
-    systemd.service(name=f"Run {daemon.unit}", service=daemon.unit, running=True, enabled=True, _sudo=True)
+    systemd.service(name=f"Run {daemon.unit}", service=daemon.unit, running=True, enabled=True, **as_root())
     systemd.service(
-        name=f"Restart {daemon.unit}", service=daemon.unit, restarted=True, _if=restart_if, _sudo=True
+        name=f"Restart {daemon.unit}", service=daemon.unit, restarted=True, _if=restart_if, **as_root()
     )

@@ -10,6 +10,7 @@ from pyinfra.api import deploy
 from radeonlab.roles.access.defaults import DEFAULTS as ACCESS_DEFAULTS
 from radeonlab.roles.gpu.cards import Gpu
 from radeonlab.roles.gpu_env.plan import for_torch, torch_build
+from radeonlab.roles.privilege import as_root
 from radeonlab.roles.python_stack import stack_paths
 from radeonlab.roles.python_stack.defaults import DEFAULTS as PYTHON_STACK_DEFAULTS
 from radeonlab.roles.rocm import repos
@@ -50,7 +51,7 @@ def verify_host(gpus: Sequence[Gpu], cpu_only: bool = False, recheck: bool | Non
         matmul_size=int(host.data.get("verify_matmul_size")),
         recheck=bool(host.data.get("verify_recheck")) if recheck is None else recheck,
         allow_cpu_torch=bool(host.data.get("python_stack_allow_cpu_torch", False)),
-        _sudo=True,
+        **as_root(),
     )
     if host.data.get("verify_print_table"):
         table.register(state, op._hash)

@@ -5,10 +5,16 @@ On a CPU build of torch the GPU checks cannot run: the report says so (`cpu_buil
 decides whether that is allowed on this host (roles/verify/operations.py).
 """
 
+import grp
 import importlib.metadata as metadata
 import json
+import os
+import pwd
 import sys
 import time
+
+# What /etc/profile.d sets for jobs (roles/gpu_env, roles/rocm): reported as the check's login saw it.
+PROFILE_KEYS = ("PYTORCH_ROCM_ARCH", "HSA_OVERRIDE_GFX_VERSION", "TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL")
 
 
 def version(name):
@@ -18,8 +24,20 @@ def version(name):
         return None
 
 
+def group_name(gid):
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
+
+
 def main(size):
     out = {"python": sys.version.split()[0], "devices": [], "error": None, "gpu_checks": None}
+    # Who ran the check and with what: it must be the training user's login, as a job gets it (its groups
+    # as /etc/group has them now, /etc/profile.d's GPU settings).
+    out["user"] = pwd.getpwuid(os.geteuid()).pw_name
+    out["groups"] = sorted({group_name(g) for g in (os.getegid(), *os.getgroups())})
+    out["env"] = {k: os.environ.get(k) for k in PROFILE_KEYS}
     out["versions"] = {n: version(n) for n in ("torch", "torchaudio", "transformers", "peft", "llamafactory")}
     # every distribution of the venv: what `submit` checks a config's needs against (jobs/spec/needs.py)
     names = {d.metadata["Name"]: d.version for d in metadata.distributions()}

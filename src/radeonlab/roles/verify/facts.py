@@ -11,12 +11,29 @@ from pyinfra.api import FactBase
 CHECK_SCRIPT = (Path(__file__).parent / "check_stack.py").read_text()
 
 
-class StackReport(FactBase):
-    """What the venv's torch sees (roles/verify/check_stack.py's JSON), or None when the venv is missing."""
+def stack_check_command(python: str, matmul_size: int) -> str:
+    """The check itself: the venv's python runs CHECK_SCRIPT (nothing when the venv is missing)."""
+    py = shlex.quote(python)
+    return f"if [ -x {py} ]; then {py} -c {shlex.quote(CHECK_SCRIPT)} {int(matmul_size)}; fi"
 
-    def command(self, python: str, matmul_size: int = 1024) -> str:
-        py = shlex.quote(python)
-        return f"if [ -x {py} ]; then {py} -c {shlex.quote(CHECK_SCRIPT)} {int(matmul_size)}; fi"
+
+def login_shell_command(user: str, command: str) -> str:
+    """`command` in a fresh login shell of `user` (run as root): runuser (util-linux, in every Debian and
+    Ubuntu base system) -l starts a new login with the user's groups as /etc/group has them now; bash as the
+    login shell, as jobs get (`bash -lc`), whatever shell the user's passwd entry names."""
+    return f"runuser -l {shlex.quote(user)} -s /bin/bash -c {shlex.quote(command)}"
+
+
+class StackReport(FactBase):
+    """What the venv's torch sees (roles/verify/check_stack.py's JSON), or None when the venv is missing.
+
+    Run as root (the role's privilege arguments) into a fresh login of the training user, as jobs run
+    (jobs/ssh: `bash -lc` in the user's own SSH login): `runuser -l` starts a new session, so groups added
+    in this run (video, render) count and /etc/profile.d (ROCm paths, the card's overrides) applies.
+    """
+
+    def command(self, python: str, user: str, matmul_size: int = 1024) -> str:
+        return login_shell_command(user, stack_check_command(python, matmul_size))
 
     def process(self, output: list[str]) -> dict | None:
         lines = [line for line in output if line.startswith("{")]

@@ -18,6 +18,7 @@ from pyinfra.facts.files import Directory
 from pyinfra.operations import files
 
 from radeonlab.roles.gpu.cards import Gpu
+from radeonlab.roles.privilege import as_root
 from radeonlab.roles.rocm.facts import RocmInstalledVersion
 from radeonlab.roles.verify import record as rec
 from radeonlab.roles.verify.facts import CHECK_SCRIPT, HostRecord, StackCheckState, StackReport
@@ -87,7 +88,9 @@ def host_record(
         return
 
     now = datetime.now(UTC).isoformat(timespec="seconds")
-    report = host.get_fact(StackReport, python=f"{venv}/bin/python", matmul_size=matmul_size, _sudo_user=user)
+    report = host.get_fact(
+        StackReport, python=f"{venv}/bin/python", user=user, matmul_size=matmul_size, **as_root()
+    )
     new = rec.record_for(ctx, report, now)
     current = rec.is_current(old, new)
     RESULTS[host.name] = (old if current and old else new, report, None)

@@ -19,6 +19,7 @@ from pyinfra.operations import apt, files, pip, server, systemd
 from radeonlab.roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
 from radeonlab.roles.gpu.facts import RadeonGpus
 from radeonlab.roles.gpu_env.plan import as_gpus, torch_build, training_targets
+from radeonlab.roles.privilege import as_root
 from radeonlab.roles.python_stack import lock as stack_lock
 from radeonlab.roles.python_stack import plan as stack_plan
 from radeonlab.roles.python_stack import settings as stack_settings
@@ -84,11 +85,11 @@ def _serve_cache(data: dict[str, Any]) -> None:
     installed = host.get_fact(DebPackages)
     missing = [p for p in data["wheel_cache_apt_packages"] if p not in installed]
     if missing:
-        apt.packages(name="Install python3's venv module", packages=missing, update=True, _sudo=True)
+        apt.packages(name="Install python3's venv module", packages=missing, update=True, **as_root())
     for path in (cache_dir, f"{cache_dir}/{plan.FILES}"):
-        files.directory(name=f"Create {path}", path=path, user="root", group="root", mode="755", _sudo=True)
+        files.directory(name=f"Create {path}", path=path, user="root", group="root", mode="755", **as_root())
     venv = f"{cache_dir}/{plan.TOOL_VENV}"
-    pip.venv(name=f"Create pip's venv {venv}", path=venv, python="python3", _sudo=True)
+    pip.venv(name=f"Create pip's venv {venv}", path=venv, python="python3", **as_root())
     uploads = {}
     for src, dest, what in (
         (str(HERE / "build_index.py"), plan.INDEX_SCRIPT, "the index builder"),
@@ -102,7 +103,7 @@ def _serve_cache(data: dict[str, Any]) -> None:
             user="root",
             group="root",
             mode="644",
-            _sudo=True,
+            **as_root(),
         )
     if state["stamp"] != digest:
         stamp = shlex.quote(f"{cache_dir}/{plan.STAMP}")
@@ -117,7 +118,7 @@ def _serve_cache(data: dict[str, Any]) -> None:
                 ),
                 f"echo {digest} > {stamp}.tmp && mv -f {stamp}.tmp {stamp}",
             ],
-            _sudo=True,
+            **as_root(),
         )
     if state["systemd"]:
         _serve_with_systemd(data, cache_dir, port, bind)
@@ -164,7 +165,7 @@ def _serve_with_systemd(data: dict[str, Any], cache_dir: str, port: int, bind: s
         port=port,
         bind_address=bind,
         user_name=data["wheel_cache_user"],
-        _sudo=True,
+        **as_root(),
     )
     systemd.service(
         name=f"Run {name}",
@@ -173,7 +174,7 @@ def _serve_with_systemd(data: dict[str, Any], cache_dir: str, port: int, bind: s
         enabled=True,
         restarted=unit.did_change(),
         daemon_reload=unit.did_change(),
-        _sudo=True,
+        **as_root(),
     )
 
 
@@ -198,5 +199,5 @@ def _serve_detached(
         "sleep 0.1; done"
     )
     server.shell(
-        name=f"Start the wheel cache server on {bind}:{port}", commands=[script], _sudo=True, **op_args
+        name=f"Start the wheel cache server on {bind}:{port}", commands=[script], **as_root(), **op_args
     )

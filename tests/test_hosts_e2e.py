@@ -1,0 +1,84 @@
+"""End to end on sandbox hosts: the deploy as root on a host without sudo, and `radeonlab sandbox up
+--provision` giving hosts the job runner sees provisioned.
+
+Root without sudo: pyinfra logs in over SSH as root (the sandbox hosts take root's key, as a workstation
+whose owner logs in as root would) to a host whose sudo was removed. That is the cheapest honest stand-in for
+`pyinfra @local deploy/setup.py` as root on that host: the same deploy, the same facts, the connection running
+as root; only the connector differs (installing pyinfra and radeonlab inside the host would cost minutes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from radeonlab.sandbox import provision
+from radeonlab.sandbox.hosts import Sandbox
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
+
+# An inventory's data for a root login: the sandbox inventory sets `_sudo: True` for its usual login user
+# (lab); a root login's inventory says neither.
+AS_ROOT = {"ssh_user": "root", "_sudo": False}
+
+
+def test_a_root_deploy_plans_and_runs_without_sudo_and_refuses_root_as_the_training_user(
+    sandbox, make_host
+) -> None:
+    h = make_host("rx7900xtx", data={**AS_ROOT, "python_stack_user": "lab"})
+    h.exec("rm -f /usr/bin/sudo && ! command -v sudo")  # a minimal Debian: no sudo at all
+    with provision.serving(sandbox):
+        dry = provision.run_deploy(sandbox, [h.name], options=["--dry", "--json"])
+        assert dry.returncode == 0, dry.stderr[-4000:]
+        plan = [op["name"] for op in json.loads(dry.stdout)["plan"]]  # this one host's operations
+        for step in (
+            "Install ROCm 10.0 packages",
+            "Add lab to video, render",
+            "Install the hash-locked stack",
+        ):
+            assert any(step in name for name in plan), (step, plan)
+        # and for real: every operation as root without sudo, the training user's as lab through su
+        run = provision.run_deploy(sandbox, [h.name])
+        assert run.returncode == 0, run.stderr[-4000:]
+        record = json.loads((h.root / "etc/radeonlab/host.json").read_text())
+        assert record["user"] == "lab" and record["problem"] is None, record
+        venv = h.exec("stat -c %U /home/lab/radeonlab/venv/bin/python").stdout.strip()
+        assert venv == "lab"
+
+        h.drop_data("python_stack_user")  # the default: the login user, root here
+        refused = provision.run_deploy(sandbox, [h.name], options=["--dry"])
+    assert refused.returncode != 0
+    line = next(x for x in refused.stderr.splitlines() if "training as root is refused" in x)
+    assert "the deploy runs as root and python_stack_user is empty" in line, line
+    assert "set python_stack_user to a non-root user" in line, line
+
+
+def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    radeonlab = str(Path(sys.executable).with_name("radeonlab"))
+    return subprocess.run([radeonlab, *args], capture_output=True, text=True, env=env, timeout=3600)
+
+
+def test_sandbox_up_provision_gives_hosts_the_fleet_sees_provisioned(tmp_path) -> None:
+    state = tmp_path / "sbx"
+    env = {**os.environ, "RADEONLAB_SANDBOX_DIR": str(state), "RADEONLAB_INVENTORY": provision.INVENTORY}
+    try:
+        up = _cli("sandbox", "--state-dir", str(state), "up", "--hosts", "1", "--cards", "rx7900xtx",
+                  "--provision", env=env)  # fmt: skip
+        assert up.returncode == 0, (up.stdout[-3000:], up.stderr[-3000:])
+        assert "provisioned ws1 in " in up.stdout, up.stdout[-2000:]
+        fleet = _cli("fleet", "--json", env=env)
+        assert fleet.returncode == 0, (fleet.stdout[-2000:], fleet.stderr[-2000:])
+        (view,) = json.loads(fleet.stdout)
+        assert view["host"] == "ws1", view
+        assert view["reachable"] and view["provisioned"], view
+        again = _cli("sandbox", "--state-dir", str(state), "provision", env=env)  # what `up` prints
+        assert again.returncode == 0 and "provisioned ws1 in " in again.stdout, again.stderr[-3000:]
+    finally:
+        down = _cli("sandbox", "--state-dir", str(state), "down", env=env)
+    assert down.returncode == 0, down.stderr
+    assert Sandbox(state).hosts == {}
