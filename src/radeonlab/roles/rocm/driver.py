@@ -25,9 +25,8 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.server import KernelVersion, LinuxDistribution
 from pyinfra.operations import apt, server
 
+from radeonlab.roles.privilege import as_root
 from radeonlab.roles.rocm.facts import SecureBootState
-
-SUDO: dict[str, Any] = {"_sudo": True}
 
 
 @dataclass(frozen=True)
@@ -120,20 +119,20 @@ def install_kernel_driver(pci_gpus: Sequence[Mapping[str, Any]]) -> None:
         prerequisites = list(data["rocm_prerequisite_packages"])
         if any(package not in installed for package in prerequisites):
             apt.packages(
-                name="Install what fetching AMD's key needs", packages=prerequisites, update=True, **SUDO
+                name="Install what fetching AMD's key needs", packages=prerequisites, update=True, **as_root()
             )
         _driver_sources(data, codename)
     if any(package not in installed for package in plan.packages):
-        apt.update(name="Refresh apt package lists (kernel and driver packages to install)", **SUDO)
+        apt.update(name="Refresh apt package lists (kernel and driver packages to install)", **as_root())
     packages_op = apt.packages(
         name=f"Install the kernel and driver AMD asks for ({', '.join(plan.packages)})",
         packages=list(plan.packages),
-        **SUDO,
+        **as_root(),
     )
     server.reboot(
         name=f"Reboot so that the kernel drives {plan.gpus}",
         delay=int(data["rocm_reboot_delay"]),
         reboot_timeout=int(data["rocm_reboot_timeout"]),
         _if=packages_op.did_change,
-        **SUDO,
+        **as_root(),
     )
