@@ -90,3 +90,18 @@ def test_the_checker_sees_a_missing_test_and_an_unmarked_one() -> None:
     security = sandbox_marks("tests/test_security.py")
     assert security["test_training_never_runs_as_root"] is True  # through its on_a_host helper
     assert security["test_the_job_runner_never_uses_sudo"] is False  # source-only
+
+
+def test_every_test_the_trust_page_names_exists() -> None:
+    """docs/design/trust.md ("What radeonlab trusts"): each boundary names its tests, as `tests/x.py::name` or
+    `::name` (same file as the one before); every one of them is a test function of that file."""
+    text = (REPO / "docs/design/trust.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "`tests/" in line]
+    assert len(rows) >= 12, len(rows)
+    for row in rows:
+        current = ""
+        for file, name in re.findall(r"`(tests/[\w/]+\.py)?::(\w+)`", row):
+            current = file or current
+            tree = ast.parse((REPO / current).read_text())
+            defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+            assert name in defined, f"{current}::{name} named in docs/design/trust.md does not exist"
