@@ -385,3 +385,18 @@ def test_a_file_the_config_names_is_uploaded_under_inputs(tmp_path: Path) -> Non
     assert [(u.dest, u.local.path) for u in uploads] == [
         ("inputs/deepspeed/z0.json", tmp_path / "ds/z0.json")
     ]
+
+
+def test_a_second_job_is_not_fetched_over_the_first(tmp_path: Path) -> None:
+    """`fetch A --to runs/` then `fetch B --to runs/` silently replaced A's adapter: the second is refused
+    (with the folder to use), the same job again is fine, an empty or new folder is fine."""
+    from radeonlab.errors import InputError
+    from radeonlab.jobs.track.results import refuse_mixing
+
+    runs = tmp_path / "runs"
+    refuse_mixing(runs, "demo-1")  # nothing there yet
+    runs.mkdir()
+    (runs / "base_model.json").write_text(json.dumps({"name": "tiny-llama", "job": "demo-1"}))
+    refuse_mixing(runs, "demo-1")  # the same job again: resumes / refreshes
+    with pytest.raises(InputError, match=r"holds the results of job demo-1: fetch demo-2 into another"):
+        refuse_mixing(runs, "demo-2")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from radeonlab.contract.jobdir import MODEL_FILES
-from radeonlab.errors import JobStateError, RadeonlabError
+from radeonlab.errors import InputError, JobStateError, RadeonlabError
 from radeonlab.jobs.ssh.transfer import FetchReport, Progress, fetch
 from radeonlab.jobs.track import onhost
 from radeonlab.jobs.track.handle import JobHandle
@@ -71,7 +71,9 @@ def fetch_results(
     checkpoint: int | None = None,
     everything: bool = False,
 ) -> FetchReport:
-    """Fetch the job's results into `local_dir` (the job folder's relative layout), verified."""
+    """Fetch the job's results into `local_dir` (the job folder's relative layout), verified. A folder that
+    holds another job's results is refused before anything is fetched (base_model.json names its job)."""
+    refuse_mixing(local_dir, handle.id)
     local_dir.mkdir(parents=True, exist_ok=True)
     if everything:
         names, under = ["config.yaml", "train.log"], ["output"]
@@ -81,6 +83,19 @@ def fetch_results(
     base = {**handle.job.model, "job": handle.id, "checkpoint": checkpoint}
     (local_dir / "base_model.json").write_text(json.dumps(base, indent=1) + "\n")
     return report
+
+
+def refuse_mixing(local_dir: Path, job_id: str) -> None:
+    """Two jobs' results in one folder would replace each other's adapter: refused, with the fix."""
+    try:
+        other = json.loads((local_dir / "base_model.json").read_text()).get("job")
+    except (OSError, ValueError, AttributeError):
+        return
+    if other and other != job_id:
+        raise InputError(
+            f"{local_dir} holds the results of job {other}: fetch {job_id} into another folder "
+            f"(e.g. --to {local_dir / job_id})"
+        )
 
 
 def try_adapter(
