@@ -6,6 +6,13 @@ group; the roles' README.md files list them with their defaults.
 NB: pyinfra treats every top-level list in this file as a group: keep helpers "_"-prefixed.
 """
 
+from radeonlab.roles import amd_releases as _amd
+
+# The release the product installs (roles/amd_releases.py, the one release table): its ROCm series and the
+# torch AMD's index pairs with it. AMD's newest production release is one setting away: "rocm_version":
+# "10.1" with "pytorch_version": "2.14.0" (torch[device-<gfx>]==2.14.0+rocm10.1.0).
+_release = _amd.default_release()
+
 _common = {
     # --- how pyinfra (and the job runner) log in ---
     "ssh_user": "lab",  # the SSH user; with sudo rights (the roles use sudo for system changes)
@@ -15,14 +22,14 @@ _common = {
     # --- what to install ---
     # ROCm Core SDK (repo.amd.com); rocm_stream "legacy" + rocm_version "7.2.4" for repo.radeon.com
     "rocm_stream": "coresdk",
-    "rocm_version": "10.0",  # AMD's newest production release; must pair with pytorch_version
+    "rocm_version": _release.series,  # as AMD writes it ("10.1", "10.1.0", "7.14.1"); pairs with the torch
     "rocm_install_driver": False,  # true: also amdgpu-dkms from repo.radeon.com (then a reboot is needed)
     "rocm_allow_reboot": False,  # true: reboot by itself after a driver change
     "python_stack_user": "",  # the training user; empty = ssh_user
     "python_stack_venv": "~/radeonlab/venv",  # the training user's venv ("~" = that user's home)
     # AMD's multi-arch wheels, one device extra per GPU; "pytorch": download.pytorch.org
     "pytorch_source": "amd",
-    "pytorch_version": "2.13.0",  # AMD: torch[device-<gfx>]==2.13.0+rocm10.0.0
+    "pytorch_version": _release.torch,  # AMD: torch[device-<gfx>]==<torch>+rocm<release>
     "llamafactory_version": "0.9.5",
 }
 

@@ -33,6 +33,7 @@ EXPECTED: dict[str, dict[str, str]] = {
     "prov-strixhalo": {"PYTORCH_ROCM_ARCH": "gfx1151", **AOTRITON},
 }
 LEGACY = {"rocm_stream": "legacy", "rocm_version": "7.2.4", "pytorch_source": "pytorch"}
+PT = {"pytorch_source": "pytorch"}
 
 
 @dataclass
@@ -154,7 +155,8 @@ def test_switching_streams_leaves_one_source_one_pin_one_rocm(lab: Lab) -> None:
     [
         ({"rocm_version": "10.7"}, "AMD published no ROCm Core SDK 10.7"),
         ({"rocm_stream": "legacy", "rocm_version": "10.0"}, "ROCm 10.0 is not a legacy-stream release"),
-        ({"pytorch_version": "2.14.0"}, "torch 2.14.0 has no known ROCm pairing"),
+        ({"pytorch_version": "2.15.0"}, "torch 2.15.0 has no known ROCm pairing"),
+        ({"pytorch_version": "2.14.0"}, "torch 2.14.0 is built for ROCm 10.1, not ROCm 10.0"),
     ],
 )
 def test_bad_inputs_are_refused_in_one_line_before_any_change(lab: Lab, data: dict, said: str) -> None:
@@ -167,5 +169,32 @@ def test_bad_inputs_are_refused_in_one_line_before_any_change(lab: Lab, data: di
         assert len(lines) >= 1, run.stderr[-3000:]
         assert sorted(str(p) for p in (h.root / "etc/apt").rglob("*")) == before  # nothing written
         assert not (h.root / "home/lab/radeonlab").exists()
+    finally:
+        lab.sandbox.destroy_host(h.name)
+
+
+def test_amds_newest_release_and_7_14_1_are_one_setting_away(lab: Lab) -> None:
+    """rocm_version as AMD writes it: 10.1.0 (AMD's newest production release) from the 10.x repository, then
+    7.14.1 from AMD's legacy multi-arch repository (the sandbox serves both from one SIMULATED pool; the
+    settings name each). torch from download.pytorch.org's index: the sandbox's SIMULATED torch is 2.13.0
+    only, and AMD pairs 10.1 with torch 2.14."""
+    h = lab.sandbox.create_host("cs-101", card="rx7900xtx", data={"rocm_version": "10.1.0", **PT})
+    try:
+        run = run_deploy(lab.sandbox, [h])
+        assert run.returncode == 0, run.stderr[-5000:]
+        changed = run.changed_ops(h.name)
+        assert any("Install ROCm 10.1.0 packages (amdrocm10.1-gfx1100)" in op for op in changed), changed
+        assert "amdrocm10.1-gfx1100" in installed(h)
+        assert (h.root / "opt/rocm/core-10.1/.info/version").read_text().strip() == "10.1.0"
+        assert resolve(h, "/opt/rocm/lib") == "/opt/rocm/core-10.1/lib"
+        h.set_data(rocm_version="7.14.1")
+        run = run_deploy(lab.sandbox, [h])
+        assert run.returncode == 0, run.stderr[-5000:]
+        lines = (h.root / "etc/apt/sources.list.d/amdrocm.list").read_text()
+        # rocm_coresdk_legacy_multiarch_repo_url, pointed by the sandbox at its SIMULATED packages-multi-arch
+        assert "/amd/rocm/packages-multi-arch/debian12 stable main" in lines and "ROCm 7.14.1" in lines, lines
+        packages = installed(h)
+        assert "amdrocm7.14-gfx1100" in packages and not any(p.startswith("amdrocm10.") for p in packages)
+        assert resolve(h, "/opt/rocm/lib") == "/opt/rocm/core-7.14/lib"
     finally:
         lab.sandbox.destroy_host(h.name)

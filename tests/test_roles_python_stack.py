@@ -25,7 +25,13 @@ def test_amd_wheels_one_device_extra_per_target_as_amd_writes_it() -> None:
         "torch[device-gfx1100,device-gfx1201]==2.13.0+rocm10.0.0",
         "torchaudio==2.11.*",
     ]
-    assert request.device_packages == ["rocm-sdk-device-gfx1100", "rocm-sdk-device-gfx1201"]
+    # AMD: torch[device-T] pulls amd-torch-device-T, which pulls rocm-sdk-device-T (TheRock RELEASES.md)
+    assert request.device_packages == [
+        "amd-torch-device-gfx1100",
+        "rocm-sdk-device-gfx1100",
+        "amd-torch-device-gfx1201",
+        "rocm-sdk-device-gfx1201",
+    ]
     assert plan.torch_index_url(DEFAULTS, "10.0") == "https://stable.repo.amd.com/rocm/whl-next/"
     with_vision = {**DEFAULTS, "pytorch_extra_packages": ["torchvision", "torchaudio"]}
     assert plan.torch_request(with_vision, "10.0", ["gfx1151"]).requirements == [
@@ -34,10 +40,20 @@ def test_amd_wheels_one_device_extra_per_target_as_amd_writes_it() -> None:
         "torchaudio==2.11.*",
     ]
     seven = {**DEFAULTS, "pytorch_version": "2.12.0"}
-    assert plan.torch_request(seven, "7.14", ["gfx1151"]).requirements[0] == (
+    assert plan.torch_request(seven, "7.14.0", ["gfx1151"]).requirements[0] == (
         "torch[device-gfx1151]==2.12.0+rocm7.14.0"
     )
+    # a series names its newest patch (7.14.1), each patch its own local label
+    assert plan.torch_request(seven, "7.14", ["gfx1151"]).local == "rocm7.14.1"
     assert plan.torch_index_url(seven, "7.14") == "https://repo.amd.com/rocm/whl-multi-arch/"
+    # AMD's newest production release as its matrix pairs it (torch 2.14, torchvision 0.29, torchaudio 2.11)
+    newest = {**with_vision, "pytorch_version": "2.14.0"}
+    assert plan.torch_request(newest, "10.1", ["gfx1100"]).requirements == [
+        "torch[device-gfx1100]==2.14.0+rocm10.1.0",
+        "torchvision[device-gfx1100]==0.29.*",
+        "torchaudio==2.11.*",
+    ]
+    assert plan.torch_index_url(newest, "10.1.0") == "https://stable.repo.amd.com/rocm/whl-next/"
 
 
 @pytest.mark.parametrize(

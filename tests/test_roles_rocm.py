@@ -49,13 +49,19 @@ DISTROS = {  # os-release -> AMD's Core SDK directory, the legacy suite (None: A
 #   EOF
 #   sudo apt install amdrocm10.0-gfx1100      (one per exact target)      sudo apt install amdrocm10.0  (all)
 # The role writes the same source as a one-line entry: URI, suite, component, architecture and keyring.
-AMD_10_0 = {"key": "https://stable.repo.amd.com/rocm/gpg/packages.gpg", "uri": "https://stable.repo.amd.com/rocm/core/packages/{distro}/"}
+AMD_10_0 = {
+    "key": "https://stable.repo.amd.com/rocm/gpg/packages.gpg",
+    "uri": "https://stable.repo.amd.com/rocm/core/packages/{distro}/",
+}
 # The per-family repository: AMD's 7.13 selector (hanzoai/ROCm, a fork of ROCm/ROCm,
 # docs/install/include/200-install.rst @354e0c70), "Radeon":
 #   wget https://repo.amd.com/rocm/packages/gpg/rocm.gpg -O - | \
 #       gpg --dearmor | sudo tee /etc/apt/keyrings/amdrocm.gpg > /dev/null
 #   deb [arch=amd64 signed-by=/etc/apt/keyrings/amdrocm.gpg] https://repo.amd.com/rocm/packages/ubuntu2404 stable main
-AMD_FAMILY = {"key": "https://repo.amd.com/rocm/packages/gpg/rocm.gpg", "uri": "https://repo.amd.com/rocm/packages/{distro}"}
+AMD_FAMILY = {
+    "key": "https://repo.amd.com/rocm/packages/gpg/rocm.gpg",
+    "uri": "https://repo.amd.com/rocm/packages/{distro}",
+}
 AMD_SOURCES = {"multi-arch": AMD_10_0, "family": AMD_FAMILY}
 ORIGINS = {"multi-arch": "stable.repo.amd.com", "family": "repo.amd.com"}  # the host, assumed as Origin
 # The legacy stream (ROCm/rocm-install-on-linux native-install/ubuntu, rocm-facts.md):
@@ -118,18 +124,43 @@ def test_legacy_every_distro(distro: str) -> None:
     assert repos.ld_paths(d) == ["/opt/rocm/lib", "/opt/rocm/lib64"]
 
 
-def test_the_default_is_the_newest_production_core_sdk() -> None:
-    assert (DEFAULTS["rocm_stream"], DEFAULTS["rocm_version"]) == ("coresdk", releases.NEWEST_PRODUCTION)
-    assert releases.CORE_SDK_RELEASES["10.0"].status == "production"
+def test_the_default_is_the_release_tables_and_amds_newest_installs() -> None:
+    assert (DEFAULTS["rocm_stream"], DEFAULTS["rocm_version"]) == ("coresdk", releases.DEFAULT_RELEASE.series)
+    assert releases.NEWEST_PRODUCTION == "10.1.0"
     assert DEFAULTS["rocm_coresdk_layout"] == "multi-arch"
+    newest = data(rocm_version="10.1")
+    repos.check_request(newest, "noble")
+    assert repos.coresdk_packages(newest, ["gfx1100"]) == ["amdrocm10.1-gfx1100"]
+    assert repos.apt_source(newest, "noble").lines == (
+        f"deb [arch=amd64 {CORE_KEY}] https://stable.repo.amd.com/rocm/core/packages/ubuntu2404 stable main",
+    )
 
 
-def test_versions_as_data_7_14_and_10_0() -> None:
-    for version, names in (("7.14", ["amdrocm7.14-gfx1151"]), ("10.0.0", ["amdrocm10.0-gfx1151"])):
-        d = data(rocm_version=version)
-        repos.check_request(d, "noble")
-        assert repos.coresdk_packages(d, ["gfx1151"]) == names
-    assert repos.version_file(data(rocm_version="7.14")) == "/opt/rocm/core-7.14/.info/version"
+@pytest.mark.parametrize(
+    ("version", "release"),
+    [("10.1", "10.1.0"), ("10.1.0", "10.1.0"), ("10.0", "10.0.0"), ("7.14", "7.14.1"), ("7.14.0", "7.14.0"),
+     ("7.14.1", "7.14.1"), ("10.0.9", None), ("10.7", None), ("7.2.4", None)],
+)  # fmt: skip
+def test_rocm_version_as_amd_writes_it(version: str, release: str | None) -> None:
+    found = releases.core_sdk_release(version)
+    assert (found.version if found else None) == release
+
+
+# AMD keeps 7.14.x at its legacy multi-arch repository, not mirrored into the 10.x one (ROCm/TheRock
+# docs/packaging/legacy_multi_arch_releases.md @b9fdc4f1):
+#   https://repo.amd.com/rocm/packages-multi-arch/<distro>/ stable main, key .../packages-multi-arch/gpg/rocm.gpg
+@pytest.mark.parametrize("version", ["7.14", "7.14.0", "7.14.1"])
+def test_7_14_comes_from_amds_legacy_multi_arch_repository(version: str) -> None:
+    d = data(rocm_version=version)
+    repos.check_request(d, "noble")
+    source = repos.apt_source(d, "noble")
+    assert source.lines == (
+        f"deb [arch=amd64 {CORE_KEY}] https://repo.amd.com/rocm/packages-multi-arch/ubuntu2404 stable main",
+    )
+    assert source.key_url == "https://repo.amd.com/rocm/packages-multi-arch/gpg/rocm.gpg"
+    assert source.pin == "Package: *\nPin: release o=repo.amd.com\nPin-Priority: 600\n"
+    assert repos.coresdk_packages(d, ["gfx1151"]) == ["amdrocm7.14-gfx1151"]
+    assert repos.version_file(d) == "/opt/rocm/core-7.14/.info/version"
 
 
 def test_all_targets_on_request_or_when_a_target_has_no_package() -> None:
@@ -225,6 +256,9 @@ def test_torch_pairing_for_both_sources() -> None:
         repos.torch_pairing_problem("7.14", "2.13.0", amd)
         == "torch 2.13.0 is built for ROCm 10.0, not ROCm 7.14"
     )
+    assert repos.torch_pairing_problem("10.1", "2.14.0", amd) is None
+    assert repos.torch_pairing_problem("10.1.0", "2.14.0", amd) is None
+    assert repos.torch_pairing_problem("7.14.1", "2.12.0", amd) is None
     pt = PYTORCH_ROCM_PAIRING
     assert repos.torch_pairing_problem("7.2.4", "2.13.0", pt) is None
     assert (

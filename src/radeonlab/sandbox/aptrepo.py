@@ -5,7 +5,7 @@ The tree mirrors AMD's URL layout so the product changes only its base URLs:
   graphics/<ver>/ubuntu/dists/...  amdgpu/<x>/ubuntu/dists/...            -- same key, same origin
   rocm/packages/<distro>/dists/stable/...  rocm/packages/gpg/rocm.gpg    -- Core SDK, per-family layout
   rocm/packages-multi-arch/<distro>/dists/stable/...                      -- Core SDK, multi-arch layout
-  (distros ubuntu2204/2404/2604, debian12/13; releases 7.14 and 10.0 side by side in each)
+  (distros ubuntu2204/2404/2604, debian12/13; every Core SDK series of amdworld/releases.yaml side by side)
 Release files name AMD's origins (so the product's apt pins apply) and a Label saying they are simulated.
 They are signed with a throwaway key generated in a private GNUPGHOME under the state directory (never the
 machine's keyring). Built with dpkg-deb and gpg; the indexes are written here (no apt-utils needed).
@@ -71,6 +71,9 @@ class AptRepoInfo:
             "rocm_amdgpu_repo_url": f"{amd}/amdgpu",
             "rocm_coresdk_repo_url": f"{amd}/rocm/packages",
             "rocm_coresdk_multiarch_repo_url": f"{amd}/rocm/packages-multi-arch",
+            # 7.14.x: AMD's legacy multi-arch repository; here the same pool serves every release
+            "rocm_coresdk_legacy_multiarch_repo_url": f"{amd}/rocm/packages-multi-arch",
+            "rocm_coresdk_legacy_multiarch_key_url": f"{amd}/rocm/packages/gpg/rocm.gpg",
             "rocm_coresdk_key_url": f"{amd}/rocm/packages/gpg/rocm.gpg",
             "rocm_coresdk_family_key_url": f"{amd}/rocm/packages/gpg/rocm.gpg",
             "rocm_coresdk_origin": config.APT_ORIGIN_CORESDK,  # its Release files' Origin (loopback host)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import yaml
+
 # Kept between runs (the debootstrap'd base rootfs, downloaded wheels): building them is the slow part.
 CACHE_DIR = Path(os.environ.get("RADEONLAB_SANDBOX_CACHE", "/var/cache/radeonlab-sandbox"))
 # One sandbox's live state: hosts, keys, served files. A test session uses its own STATE_DIR.
@@ -61,8 +63,20 @@ AMDGPU_DKMS_VERSION = "1:6.16.13.30300000-{build}{suffix}"  # driver 6.16.13 see
 # ROCm Core SDK stream, installed under /opt/rocm/core-<ver>, in AMD's two layouts: per family
 # (repo.amd.com/rocm/packages/<distro>) and per target (stable.repo.amd.com/rocm/core/packages/<distro>,
 # served here under packages-multi-arch/<distro>: the product takes each repository's URL from its settings).
-# Releases, distros, families and targets are the product's own data (roles/rocm/releases.py).
-CORESDK_VERSIONS = ("7.14", "10.0")
+# Releases: every Core SDK series AMD lists (amdworld/releases.yaml, both its 10.x stream and the 7.14.x
+# legacy multi-arch one: here one pool per layout serves them all). Distros, families and targets are still
+# the product's own data (roles/rocm/releases.py).
+AMDWORLD_DIR = Path(__file__).parent / "amdworld"
+
+
+def _amdworld_coresdk_series() -> tuple[str, ...]:
+    releases = yaml.safe_load((AMDWORLD_DIR / "releases.yaml").read_text())["releases"]
+    coresdk = [str(r["version"]) for r in releases if r["stream"].startswith("coresdk")]
+    found = [".".join(v.split(".")[:2]) for v in coresdk]
+    return tuple(sorted(set(found), key=lambda v: tuple(int(x) for x in v.split("."))))
+
+
+CORESDK_VERSIONS = _amdworld_coresdk_series()  # ("7.14", "10.0", "10.1")
 CORESDK_DISTROS = ("ubuntu2204", "ubuntu2404", "ubuntu2604", "debian12", "debian13")
 CORESDK_SUITE = "stable"
 CORESDK_LAYOUT_DIRS = {"family": "packages", "multi-arch": "packages-multi-arch"}

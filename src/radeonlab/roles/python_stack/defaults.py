@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from radeonlab.roles import amd_releases
+
 # download.pytorch.org: PyTorch release -> the ROCm release(s) its ROCm wheels are built for (pytorch
 # RELEASE.md; torch 2.14 ships rocm7.2 and rocm7.14 wheels: pytorch/test-infra#8451 as cited in
 # rocm-facts.md "Since 7.2.4", not re-read here).
@@ -39,21 +41,21 @@ class AmdWheels:
     source: str
 
 
-# ROCm/TheRock RELEASES.md @89553ce3 (2026-08-22), "Installing multi-arch PyTorch Python packages": the
-# compatibility matrix torch 2.13 <-> torchaudio 2.11 <-> torchvision 0.28, torch 2.12 <-> 2.11 <-> 0.27.
-# Index URLs and the 7.14/10.0 pins: AMD's published examples as collected in rocm-facts.md ("Since
-# 7.2.4": `torch[device-gfx1151]==2.12.0+rocm7.14.0` from https://repo.amd.com/rocm/whl-multi-arch/,
-# `torch[device-gfx1201]==2.13.0+rocm10.0.0` from https://stable.repo.amd.com/rocm/whl-next/); TheRock's
-# build_tools/_therock_utils/s3_buckets.py composes https://<stream>.repo.amd.com/rocm/whl-next/.
-AMD_WHEELS: dict[str, AmdWheels] = {
-    w.rocm: w
-    for w in (
-        AmdWheels("7.14", "2.12.0", "0.27.0", "2.11.0", "rocm7.14.0", "https://repo.amd.com/rocm/whl-multi-arch/",
-                  "rocm-facts.md; TheRock RELEASES.md matrix"),
-        AmdWheels("10.0", "2.13.0", "0.28.0", "2.11.0", "rocm10.0.0", "https://stable.repo.amd.com/rocm/whl-next/",
-                  "rocm-facts.md; TheRock RELEASES.md matrix"),
-    )
-}  # fmt: skip
+# One set per Core SDK release with AMD wheels, derived from the release table (roles/amd_releases.py, where
+# the versions, index URLs and their sources are). Keyed as rocm_version is written: the full version
+# ("10.1.0", "7.14.1") and the series ("10.1", "7.14"), a series naming its newest patch.
+def _amd_wheels() -> dict[str, AmdWheels]:
+    out: dict[str, AmdWheels] = {}
+    for r in amd_releases.RELEASES:  # newest first: a series keeps its newest patch
+        if r.torch and r.location.python_index:
+            w = AmdWheels(r.series, r.torch, r.torchvision, r.torchaudio, r.local, r.location.python_index,
+                          f"roles/amd_releases.py: {r.source}")  # fmt: skip
+            out.setdefault(r.series, w)
+            out[r.version] = w
+    return out
+
+
+AMD_WHEELS: dict[str, AmdWheels] = _amd_wheels()
 
 # The exact gfx targets AMD's multi-arch index has a `device-<gfx>` extra for (TheRock RELEASES.md
 # @89553ce3, "Supported Python [device-*] install extras"). gfx1031-1036 and gfx1103 are there: with AMD's
@@ -65,6 +67,30 @@ AMD_DEVICE_TARGETS: tuple[str, ...] = (
     "gfx1100", "gfx1101", "gfx1102", "gfx1103",
     "gfx1150", "gfx1151", "gfx1152", "gfx1153", "gfx1200", "gfx1201",
 )  # fmt: skip
+
+# AMD's package graph on its aggregate index (TheRock RELEASES.md; docs/packaging/python_packaging.md
+# @0ec252477e04), T a gfx target: what a requirement pulls in. torch[device-T] pulls amd-torch-device-T
+# (torch's own kernels for T), which pulls rocm-sdk-device-T (ROCm's kernels for T); torch itself requires
+# rocm[libraries]. `rocm` is an sdist (evaluated at install time to pick a target) whose import name is
+# rocm_sdk, never bare `rocm`.
+AMD_PACKAGE_GRAPH: dict[str, tuple[str, ...]] = {
+    "torch": ("rocm[libraries]",),
+    "torch[device-{gfx}]": ("amd-torch-device-{gfx}",),
+    "amd-torch-device-{gfx}": ("rocm-sdk-device-{gfx}",),
+    "rocm-sdk-device-{gfx}": ("rocm-sdk-libraries",),
+    "rocm[libraries]": ("rocm-sdk-core", "rocm-sdk-libraries"),
+}
+AMD_SDISTS: dict[str, str] = {"rocm": "rocm_sdk"}  # sdist -> the import name it provides
+
+
+def device_packages(gfx: str) -> list[str]:
+    """What `torch[device-<gfx>]` pulls in, in order: amd-torch-device-<gfx>, rocm-sdk-device-<gfx>."""
+    out, key = [], "torch[device-{gfx}]"
+    while key in AMD_PACKAGE_GRAPH and AMD_PACKAGE_GRAPH[key][0].endswith("{gfx}"):
+        key = AMD_PACKAGE_GRAPH[key][0]
+        out.append(key.format(gfx=gfx))
+    return out
+
 
 # The targets download.pytorch.org's ROCm wheels carry code for, by ROCm series. rocm7.2: gfx1030,
 # gfx1100-1102, gfx1200/1201 among Radeon targets (comment in unslothai/unsloth docker/Dockerfile.rocm, as
@@ -122,8 +148,9 @@ DEFAULTS: dict[str, object] = {
     # with a device-<gfx> extra per GPU target on the host, e.g. torch[device-gfx1100]==2.13.0+rocm10.0.0);
     # "pytorch" = download.pytorch.org's rocm<series> index (PYTORCH_ROCM_PAIRING), the legacy 7.2.4 pair.
     "pytorch_source": "amd",
-    # PyTorch: the public version; the ROCm build's local label (+rocm10.0.0) comes from the source.
-    "pytorch_version": "2.13.0",
+    # PyTorch: the public version; the ROCm build's local label (+rocm10.0.0) comes from the source. Default:
+    # the torch AMD's index pairs with the default ROCm release (roles/amd_releases.py DEFAULT_RELEASE).
+    "pytorch_version": amd_releases.default_release().torch,
     # Empty: the source's index (AMD_WHEELS[...].index_url, or pytorch_index_url_template for "pytorch").
     "pytorch_index_url": "",
     "pytorch_index_url_template": "https://download.pytorch.org/whl/rocm{rocm_series}",

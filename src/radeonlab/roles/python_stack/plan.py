@@ -13,6 +13,7 @@ from radeonlab.roles.python_stack.defaults import (
     AMD_WHEELS,
     PYTORCH_ROCM_PAIRING,
     AmdWheels,
+    device_packages,
 )
 
 
@@ -79,7 +80,8 @@ def pytorch_rocm_series(data: Mapping[str, Any], rocm_version: str) -> str:
 
 def amd_wheels(rocm_version: str) -> AmdWheels:
     """AMD's wheel set for a Core SDK release; ValueError (one line) when AMD publishes none for it."""
-    found = AMD_WHEELS.get(".".join(str(rocm_version).split(".")[:2]))
+    version = str(rocm_version).strip()  # "7.14.0" -> its own set; "7.14" -> the newest patch's
+    found = AMD_WHEELS.get(version) or AMD_WHEELS.get(".".join(version.split(".")[:2]))
     if found is None:
         raise ValueError(
             f"AMD publishes no multi-arch torch wheels for ROCm {rocm_version} (known: "
@@ -131,7 +133,7 @@ def torch_request(data: Mapping[str, Any], rocm_version: str, gfx_targets: Seque
             requirements.append(f"{name}{device if name == 'torchvision' else ''}=={series}.*")
         else:
             requirements.append(name)
-    return TorchRequest(requirements, [f"rocm-sdk-device-{t}" for t in targets], wheels.local)
+    return TorchRequest(requirements, [p for t in targets for p in device_packages(t)], wheels.local)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from pyinfra import host, logger
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.facts.deb import DebPackages
-from pyinfra.facts.server import LinuxDistribution
+from pyinfra.facts.server import KernelVersion, LinuxDistribution
 from pyinfra.operations import apt, files, python, server
 from pyinfra.operations.util import any_changed
 
@@ -19,7 +19,7 @@ from radeonlab.roles.privilege import as_root
 from radeonlab.roles.python_stack.defaults import DEFAULTS as PYTHON_STACK_DEFAULTS
 from radeonlab.roles.python_stack.defaults import torch_pairing
 from radeonlab.roles.python_stack.plan import pytorch_rocm_series
-from radeonlab.roles.rocm import repos
+from radeonlab.roles.rocm import matrix, repos
 from radeonlab.roles.rocm.defaults import DEFAULTS
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -59,7 +59,9 @@ def install_rocm(gfx_targets: Sequence[str | None] = ()) -> None:
     a GPU without a package, an unpaired torch) is refused here, before any operation runs.
     """
     data = settings()
-    codename = repos.check_supported(host.name, repos.distro_from_fact(host.get_fact(LinuxDistribution)))
+    distro_fact = host.get_fact(LinuxDistribution)
+    codename = repos.check_supported(host.name, repos.distro_from_fact(distro_fact))
+    _warn_outside_matrix(distro_fact, gfx_targets)
     try:
         source = repos.apt_source(data, codename)
         if source.stream == "legacy":
@@ -145,6 +147,29 @@ def install_rocm(gfx_targets: Sequence[str | None] = ()) -> None:
         dest="/etc/profile.d/radeonlab-rocm.sh",
         bin_path=data["rocm_bin_path"],
     )
+
+
+# (state, host name) already told it is outside AMD's matrix: one warning per host and run, however many
+# times the role runs for it (a second provisioning pass after a reboot).
+_MATRIX_WARNED: set[tuple[int, str]] = set()
+
+
+def _warn_outside_matrix(distro_fact: Any, gfx_targets: Sequence[str | None]) -> None:
+    """One warning when AMD's support matrix does not list this host (Debian for Radeon, an Ubuntu kernel
+    AMD does not name): provisioned anyway, AMD still publishes the repository (roles/rocm/matrix.py)."""
+    key = (id(host.state), host.name)
+    if key in _MATRIX_WARNED:
+        return
+    warning = matrix.matrix_warning(
+        distro_fact.get("name"),
+        distro_fact.get("major"),
+        distro_fact.get("minor"),
+        host.get_fact(KernelVersion),
+        gfx_targets,
+    )
+    if warning:
+        _MATRIX_WARNED.add(key)
+        logger.warning(f"{host.print_prefix}outside AMD's support matrix: {warning}")
 
 
 def _remove_other_streams(data: dict[str, Any], stream: str) -> list[Any]:

@@ -5,23 +5,31 @@ Every key can be overridden per host or group in the inventory, or with `pyinfra
 
 from __future__ import annotations
 
+from radeonlab.roles.amd_releases import LOCATIONS
 from radeonlab.roles.rocm import releases
 
+
+def _base(stream: str) -> str:
+    """A stream's apt repository without its /<distro>/ part (the role appends the distribution's)."""
+    return LOCATIONS[stream].apt_repo.removesuffix("{distro}/").rstrip("/")
+
+
 DEFAULTS: dict[str, object] = {
-    # "coresdk": repo.amd.com ROCm Core SDK (7.12 and later); "legacy": repo.radeon.com (ROCm up to 7.2.4).
-    # Default: the newest production release AMD lists for Radeon on every distribution the role supports,
-    # ROCm Core SDK 10.0 (AMD's transition guide: "ROCm 10.0.0 is the latest production release"; its
-    # install selector serves Ubuntu 22.04/24.04/26.04 and Debian 12/13; releases.py [S1], [S3]). The legacy
-    # pair rocm_stream: legacy, rocm_version: 7.2.4 (+ pytorch_source: pytorch, rocm7.2 wheels) stays a
-    # choice; AMD never published it for Ubuntu 26.04.
+    # "coresdk": AMD's Core SDK packages (amdrocm<ver>-<gfx>; 10.x at stable.repo.amd.com, 7.14.x at its
+    # legacy multi-arch repository on repo.amd.com); "legacy": repo.radeon.com (ROCm up to 7.2.4).
+    # rocm_version as AMD writes it: "10.1", "10.1.0", "10.0", "7.14", "7.14.1" (a series: its newest patch).
+    # Default: DEFAULT_RELEASE of roles/amd_releases.py, the one release table (with its sources and why it
+    # is not yet AMD's newest production release 10.1.0). The legacy pair rocm_stream: legacy,
+    # rocm_version: 7.2.4 (+ pytorch_source: pytorch, rocm7.2 wheels) stays a choice.
     "rocm_stream": "coresdk",
-    "rocm_version": "10.0",
+    "rocm_version": releases.DEFAULT_RELEASE.series,
     # A torch/ROCm pair outside PYTORCH_ROCM_PAIRING stops the deploy unless this is true.
     "rocm_allow_unpaired_torch": False,
     # --- legacy stream (repo.radeon.com) ---
-    "rocm_key_url": "https://repo.radeon.com/rocm/rocm.gpg.key",  # ASCII armored; dearmored on install
+    "rocm_key_url": LOCATIONS["legacy"].apt_key,  # ASCII armored; dearmored on install
     "rocm_keyring": "/etc/apt/keyrings/rocm.gpg",
-    "rocm_repo_url": "https://repo.radeon.com/rocm/apt",  # + /<version dir> <suite> main
+    # + /<version dir> <suite> main
+    "rocm_repo_url": LOCATIONS["legacy"].apt_repo.removesuffix("{version}/").rstrip("/"),
     # From ROCm 7.0 the graphics libraries come from a second repository: + /<version dir>/ubuntu <suite> main
     "rocm_graphics_repo_url": "https://repo.radeon.com/graphics",
     "rocm_graphics_since": "7.0",
@@ -40,15 +48,20 @@ DEFAULTS: dict[str, object] = {
     "rocm_coresdk_layout": "multi-arch",
     # true: the all-targets package amdrocm<ver> instead of one package per detected target (more disk).
     "rocm_coresdk_all_targets": False,
-    # multi-arch layout: AMD's 10.0 install selector [S1], one repository for the per-target packages
-    # (amdrocm10.0-gfx1100) and the all-targets one (amdrocm10.0): + /<distro>/ stable main, and its key.
-    "rocm_coresdk_multiarch_repo_url": "https://stable.repo.amd.com/rocm/core/packages",
-    "rocm_coresdk_key_url": "https://stable.repo.amd.com/rocm/gpg/packages.gpg",
+    # multi-arch layout, 10.x (roles/amd_releases.py LOCATIONS["coresdk"], AMD's 10.0 install selector [S1]):
+    # one repository for the per-target packages (amdrocm10.1-gfx1100) and the all-targets one
+    # (amdrocm10.1): + /<distro>/ stable main, and its key.
+    "rocm_coresdk_multiarch_repo_url": _base("coresdk"),
+    "rocm_coresdk_key_url": LOCATIONS["coresdk"].apt_key,
+    # multi-arch layout, 7.14.x: AMD keeps releases before 10.0 at their legacy multi-arch repository, not
+    # mirrored into the new one (LOCATIONS["coresdk-legacy-multi-arch"], TheRock legacy_multi_arch_releases).
+    "rocm_coresdk_legacy_multiarch_repo_url": _base("coresdk-legacy-multi-arch"),
+    "rocm_coresdk_legacy_multiarch_key_url": LOCATIONS["coresdk-legacy-multi-arch"].apt_key,
     "rocm_coresdk_keyring": "/etc/apt/keyrings/amdrocm.gpg",
     # family layout: the 7.13 selector's per-family repository [S2] (amdrocm<ver>-gfx110x) and its key.
     "rocm_coresdk_repo_url": "https://repo.amd.com/rocm/packages",  # + /<distro> stable main
     "rocm_coresdk_family_key_url": "https://repo.amd.com/rocm/packages/gpg/rocm.gpg",
-    "rocm_coresdk_suite": "stable",
+    "rocm_coresdk_suite": LOCATIONS["coresdk"].suite,
     # The pin's o=; empty: the host name of the repository in use. AMD's Release files were not read here
     # (no access): the host name is assumed as Origin, as repo.radeon.com's is. Check with
     # `apt-cache policy` on a real host and set this if it differs.

@@ -18,46 +18,29 @@ Sources quoted below:
   release stream began with ROCm Core SDK 7.14.0, the first production release. ROCm 10.0.0 is the latest
   production release"; install directory /opt/rocm/core-10.0; the amdrocm meta package "configures
   update-alternatives and provides backward-compatible symlinks for /opt/rocm/bin, /opt/rocm/lib".
-- [S4] ROCm/rocm-docs docs/about/release-notes.md @15846f3d (develop): ROCm 10.1.0 notes (Ubuntu 26.04.1,
-  24.04.5, PyTorch 2.14.0). The install selector [S1] still installs 10.0.0: 10.1's publication is not
-  confirmed, so it is not the default.
+- [S4] ROCm/rocm-docs docs/about/release-notes.md @15846f3d: ROCm 10.1.0 notes (Ubuntu 26.04.1, 24.04.5,
+  PyTorch 2.14.0); the newer transition guide (@9bcf25db) calls 10.1.0 the latest production release
+  (roles/amd_releases.py, where the release table is).
 - [S5] the same selector's note "If you have ROCm 7.2.4 or older installed, please uninstall it before
   proceeding" [S1]: the two streams do not share a host; switching streams removes the other one.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from radeonlab.roles import amd_releases
+from radeonlab.roles.amd_releases import Release
 
-# The legacy stream (repo.radeon.com) ended with 7.2.4 (2026-05-29, rocm-facts.md; [S1] names "ROCm 7.2.4 or
-# older" as what to uninstall before the Core SDK).
-LEGACY_LAST = "7.2.4"
+# The releases, their streams, repositories and torch sets are ONE table: roles/amd_releases.py. Below: what
+# this role needs of it, and the distribution/package-layout facts of AMD's install selectors.
+LEGACY_LAST = next(r.version for r in amd_releases.RELEASES if r.stream == "legacy")  # 7.2.4 ([S5])
 LEGACY_FIRST_SUPPORTED = "6.0"  # the oldest release the role's layout (keyrings, signed-by) was written for
-
-
-@dataclass(frozen=True)
-class CoreSdkRelease:
-    """One ROCm Core SDK release: the `<ver>` of its package names and whether AMD calls it production."""
-
-    series: str  # "10.0": amdrocm10.0-gfx1100, /opt/rocm/core-10.0
-    version: str  # "10.0.0"
-    status: str  # "production" | "preview" | "announced"
-    date: str  # release date, where known
-    source: str
-
-
-CORE_SDK_RELEASES: dict[str, CoreSdkRelease] = {
-    r.series: r
-    for r in (
-        CoreSdkRelease("7.12", "7.12.0", "preview", "", "docs 7.12.0-preview (TheRock RELEASES.md comment)"),
-        CoreSdkRelease("7.13", "7.13.0", "preview", "", "[S2] (7.13.0 selector); docs 7.13.0-preview"),
-        CoreSdkRelease("7.14", "7.14.0", "production", "2026-07-16 (rocm-facts.md)", "[S3]"),
-        CoreSdkRelease("10.0", "10.0.0", "production", "2026-08-26 (rocm-facts.md)", "[S1], [S3]"),
-        CoreSdkRelease("10.1", "10.1.0", "announced", "unconfirmed", "[S4]"),
-    )
+CORE_SDK_STREAMS = ("coresdk", "coresdk-legacy-multi-arch")  # both are rocm_stream "coresdk" here
+# Core SDK releases by version ("10.1.0"), newest first.
+CORE_SDK_RELEASES: dict[str, Release] = {
+    r.version: r for r in amd_releases.RELEASES if r.stream in CORE_SDK_STREAMS
 }
-# The newest production release AMD lists for Radeon [S1]/[S3]: the role's default.
-NEWEST_PRODUCTION = "10.0"
+NEWEST_PRODUCTION = amd_releases.NEWEST_PRODUCTION
+DEFAULT_RELEASE = amd_releases.default_release()
 
 # Distribution codename -> AMD's Core SDK distro directory ([S1], [S2]). Debian has its own directories.
 CORE_SDK_DISTROS: dict[str, str] = {
@@ -98,12 +81,8 @@ def series(version: str) -> str:
     return ".".join(str(version).strip().split(".")[:2])
 
 
-def core_sdk_release(version: str) -> CoreSdkRelease | None:
-    """The Core SDK release a rocm_version names ("10.0", "10.0.0"), or None when AMD published none."""
-    release = CORE_SDK_RELEASES.get(series(version))
-    if release is None:
-        return None
-    parts = str(version).strip().split(".")
-    if len(parts) > 2 and ".".join(parts) != release.version:
-        return None  # a patch release nobody published (10.0.7)
-    return release
+def core_sdk_release(version: str) -> Release | None:
+    """The Core SDK release a rocm_version names as AMD writes it ("10.1", "10.1.0", "7.14.1"; a series is
+    its newest patch), or None when AMD published none (10.7, 10.0.9)."""
+    found = amd_releases.find(version)
+    return found if found is not None and found.stream in CORE_SDK_STREAMS else None

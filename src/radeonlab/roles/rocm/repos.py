@@ -95,9 +95,26 @@ def coresdk_sources(data: Mapping[str, Any], codename: str) -> list[str]:
     return [_deb(data["rocm_coresdk_keyring"], url, data["rocm_coresdk_suite"])]
 
 
+def _legacy_multiarch(data: Mapping[str, Any]) -> bool:
+    """True for a release AMD keeps at its legacy multi-arch repository (7.14.x, roles/amd_releases.py)."""
+    release = releases.core_sdk_release(str(data["rocm_version"]))
+    return release is not None and release.stream == "coresdk-legacy-multi-arch"
+
+
 def _coresdk_base(data: Mapping[str, Any]) -> str:
-    layout = _layout(data)
-    return str(data["rocm_coresdk_multiarch_repo_url" if layout == "multi-arch" else "rocm_coresdk_repo_url"])
+    if _layout(data) == "family":
+        return str(data["rocm_coresdk_repo_url"])
+    legacy = _legacy_multiarch(data)  # 7.14.x: AMD's legacy multi-arch repository
+    if legacy:
+        return str(data["rocm_coresdk_legacy_multiarch_repo_url"])
+    return str(data["rocm_coresdk_multiarch_repo_url"])
+
+
+def _coresdk_key_url(data: Mapping[str, Any]) -> str:
+    if _layout(data) == "family":
+        return str(data["rocm_coresdk_family_key_url"])
+    legacy = _legacy_multiarch(data)
+    return str(data["rocm_coresdk_legacy_multiarch_key_url" if legacy else "rocm_coresdk_key_url"])
 
 
 def _layout(data: Mapping[str, Any]) -> str:
@@ -124,7 +141,7 @@ def check_request(data: Mapping[str, Any], codename: str) -> None:
         if codename not in data["rocm_legacy_suites"]:
             raise ValueError(
                 f"AMD's legacy stream (ROCm {version}) has no packages for {codename}: the stream ended "
-                f"before it; use rocm_stream: coresdk (ROCm {releases.NEWEST_PRODUCTION})"
+                f"before it; use rocm_stream: coresdk (ROCm {releases.DEFAULT_RELEASE.version})"
             )
     elif stream == "coresdk":
         if releases.core_sdk_release(version) is None:
@@ -191,9 +208,8 @@ def apt_source(data: Mapping[str, Any], codename: str) -> AptSource:
         keyring, key_url, origin = data["rocm_keyring"], data["rocm_key_url"], data["rocm_origin"]
         lines, comment = legacy_sources(data, codename), f"ROCm {data['rocm_version']} (legacy stream)"
     else:
-        family = _layout(data) == "family"
         keyring = data["rocm_coresdk_keyring"]
-        key_url = data["rocm_coresdk_family_key_url" if family else "rocm_coresdk_key_url"]
+        key_url = _coresdk_key_url(data)
         origin = data["rocm_coresdk_origin"] or urlsplit(_coresdk_base(data)).hostname
         lines = coresdk_sources(data, codename)
         comment = f"ROCm {data['rocm_version']} (coresdk stream, {_layout(data)} layout)"
