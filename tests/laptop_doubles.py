@@ -34,7 +34,8 @@ from radeonlab.sandbox.demo import write_spec
 from radeonlab.sandbox.simcards import CARDS
 from radeonlab.sandbox.tinymodel import MODEL_CONFIG
 
-# rocm-facts.md's card table: bf16 on RDNA3/RDNA4, not on RDNA2 (which needs HSA_OVERRIDE_GFX_VERSION)
+# docs/notes/rocm-facts.md's card table: bf16 on RDNA3/RDNA4, not on RDNA2 (which needs
+# HSA_OVERRIDE_GFX_VERSION)
 BF16 = {"rx7900xtx": True, "rx6700xt": False, "rx9070xt": True}
 FAMILY = {"rx7900xtx": "RDNA3", "rx6700xt": "RDNA2", "rx9070xt": "RDNA4"}
 OVERRIDE = {"rx6700xt": "10.3.0"}

@@ -42,7 +42,8 @@ INVENTORY = str(REPO / "inventories/sandbox.py")
 HOST, SECOND = SHARED_TRAINER, "sw2"
 JOBS_DIR = "/home/lab/radeonlab/jobs"
 BLOBS_DIR = "/home/lab/radeonlab/blobs"
-TRAINED_STEPS = 300  # the tiny model learns the task (llamafactory-cpu.md: 300 steps, apple -> APPLE)
+# the tiny model learns the task (docs/notes/llamafactory-cpu.md: 300 steps, apple -> APPLE)
+TRAINED_STEPS = 300
 PROMPT = f"{demodata.INSTRUCTION}\\ngarden"  # alpaca: instruction, newline, input (typed as in a shell)
 NEW_TOKENS = "16"
 EXE = str(Path(sys.executable).with_name("radeonlab"))

@@ -17,7 +17,8 @@ LLAMA3_8B = {
     "vocab_size": 128256,
     "tie_word_embeddings": False,
 }
-# rocm-facts.md "Memory and speed": Llama-3-8B LoRA bf16 ~22 GB at batch 1, ~28 GB at batch 4 (community
+# docs/notes/rocm-facts.md "Memory and speed": Llama-3-8B LoRA bf16 ~22 GB at batch 1, ~28 GB at batch 4
+# (community
 # figures; sequence length not stated). Compared at cutoff_len 1024, GB read as 10^9 bytes.
 PUBLIC = {1: 22e9, 4: 28e9}
 TOLERANCE = 0.15
@@ -50,7 +51,8 @@ def test_batch_step_matches_public_difference() -> None:
 
 
 def test_tiny_model_lora_count_matches_recorded_adapter_and_fits_any_card() -> None:
-    # RECIPE.md: the tiny model's adapter holds 17,408 parameters (r=8, lora_target all)
+    # docs/notes/llamafactory-cpu-recipe.md: the tiny model's adapter holds 17,408 parameters (r=8,
+    # lora_target all)
     est = estimate(MODEL_CONFIG, {"per_device_train_batch_size": 8, "cutoff_len": 2048})
     assert est.detail["trainable_parameters"] == 17_408
     assert est.peak - est.parts["overhead"] < 256 * 2**20
@@ -100,7 +102,8 @@ LLAMA2_7B = {
     "vocab_size": 32000,
     "tie_word_embeddings": False,
 }
-# LLaMA-Factory README "Hardware Requirement" (rocm-facts.md): 7B, LoRA 16-bit ~16 GB, QLoRA 8-bit ~10 GB,
+# LLaMA-Factory README "Hardware Requirement" (docs/notes/rocm-facts.md): 7B, LoRA 16-bit ~16 GB, QLoRA 8-bit
+# ~10 GB,
 # 4-bit ~6 GB ("estimated"; no batch size or sequence length given). Compared at batch 1, cutoff_len 1024,
 # bf16, LoRA r=8 on all linears; GB read as 10^9 bytes.
 LLAMAFACTORY_README_7B = {None: 16e9, 8: 10e9, 4: 6e9}

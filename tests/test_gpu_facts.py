@@ -2,7 +2,7 @@
 
 Each test builds a small sysfs tree in tmp_path from files under tests/fixtures/gpu/ (see
 tests/fixtures/SOURCES.md, "GPU detection"), runs the fact's own shell command over it and checks the parsed
-value. Expected values come from the capture itself (ids, sizes) or from /work/shared/notes/rocm-facts.md and
+value. Expected values come from the capture itself (ids, sizes) or from docs/notes/rocm-facts.md and
 libdrm amdgpu.ids (cited next to each).
 """
 
@@ -78,7 +78,7 @@ def test_phoenix_apu_cpu_node_skipped_and_card_matched_by_pci_location(tmp_path:
     assert gpu["vram_total"] == 4294967296 and gpu["vram_used"] == 1272893440
     assert gpu["igpu"] is True  # APU although its KFD node has cpu_cores_count 0
     assert gpu["family"] == "RDNA3" and gpu["bf16"] is True
-    # rocm-facts.md: "780M gfx1103 ... 1103 -> 11.0.0"
+    # docs/notes/rocm-facts.md: "780M gfx1103 ... 1103 -> 11.0.0"
     assert gpu["native"] is False and gpu["override"] == "11.0.0" and gpu["runs_as"] == "gfx1100"
     assert gpu["unique_id"] is None and gpu["uuid"] is None  # KFD unique_id 0 on this APU
 
@@ -95,7 +95,7 @@ def test_strixpoint_apu_native_on_7_2(tmp_path: Path) -> None:
     assert gpu["name"] == "AMD Radeon 880M Graphics"  # amdgpu.ids "150E, C4, AMD Radeon 880M Graphics"
     assert gpu["family"] == "RDNA3.5" and gpu["igpu"] is True
     assert gpu["vram_total"] == 536870912  # 512 MiB carve-out: never a training device
-    # rocm-facts.md: "1150/1151 native on recent ROCm, forcing 11.5.1 hurts on 7.2+"
+    # docs/notes/rocm-facts.md: "1150/1151 native on recent ROCm, forcing 11.5.1 hurts on 7.2+"
     assert gpu["native"] is True and gpu["override"] is None
 
 
@@ -107,7 +107,8 @@ def test_vangogh_without_revision_file_named_by_chip_and_overridden_to_gfx1030(t
     assert gpu["gfx"] == "gfx1033" and gpu["card"] == "card0"
     assert gpu["revision"] is None and gpu["name"] == "Van Gogh (Steam Deck APU)"
     assert gpu["vram_total"] is None  # no mem_info files, and KFD local_mem_size is 0
-    # RDNA2: no bf16 hardware; borrows gfx1030 code (rocm-facts.md: gfx103x cards "need override 10.3.0")
+    # RDNA2: no bf16 hardware; borrows gfx1030 code (docs/notes/rocm-facts.md: gfx103x cards "need override
+    # 10.3.0")
     assert gpu["family"] == "RDNA2" and gpu["bf16"] is False and gpu["override"] == "10.3.0"
 
 
@@ -127,7 +128,8 @@ def test_rx7900xtx_matched_by_render_minor(tmp_path: Path) -> None:
     # 744C covers XTX (C8), XT (CC), GRE (CE) in amdgpu.ids: without a revision only the chip is named
     assert gpu["name"] == "Navi 31 (RX 7900 XTX / XT / GRE)"
     assert gpu["igpu"] is False and gpu["bf16"] is True
-    assert gpu["native"] is True and gpu["override"] is None  # rocm-facts.md: gfx1100 native since 5.7/6.x
+    # docs/notes/rocm-facts.md: gfx1100 native since 5.7/6.x
+    assert gpu["native"] is True and gpu["override"] is None
     assert gpu["uuid"] == "GPU-a1ffc9d1799c317f"  # KFD unique_id 11673270660693242239 in hex
 
 
@@ -223,7 +225,8 @@ def test_gfx_names(target_version: int, gfx: str) -> None:
 CORE_SDK = "7.12"
 VERSIONS = ("6.2", "6.4.1", "7.2.4", CORE_SDK)
 
-# gfx -> override expected on (6.2, 6.4.1, 7.2.4, 7.12); "-" native, None unsupported (rocm-facts.md, Cards):
+# gfx -> override expected on (6.2, 6.4.1, 7.2.4, 7.12); "-" native, None unsupported
+# (docs/notes/rocm-facts.md, Cards):
 OVERRIDES: dict[str, tuple[str | None, ...]] = {
     "gfx1030": ("-", "-", "-", "-"),  # 73bf: native; Core SDK gfx103x (W6800, V620)
     "gfx1031": ("10.3.0",) * 4,  # 73df: needs override 10.3.0
@@ -261,7 +264,7 @@ def test_never_cross_major() -> None:
 @pytest.mark.parametrize(
     ("gfx", "bf16", "family"),
     [
-        ("gfx1030", False, "RDNA2"),  # rocm-facts.md: 73bf "no bf16 hardware -> fp16"
+        ("gfx1030", False, "RDNA2"),  # docs/notes/rocm-facts.md: 73bf "no bf16 hardware -> fp16"
         ("gfx1032", False, "RDNA2"),
         ("gfx1100", True, "RDNA3"),  # 744c "bf16 yes"
         ("gfx1103", True, "RDNA3"),
@@ -283,7 +286,7 @@ def test_bf16_and_family(gfx: str, bf16: bool, family: str) -> None:
         (0x747E, 0xFF, "AMD Radeon RX 7700 XT"),
         (0x747E, None, "Navi 32 (RX 7800 XT / 7700 XT / 7700)"),
         (0x7550, 0xC0, "AMD Radeon RX 9070 XT"),
-        (0x7551, 0xC0, "AMD Radeon AI PRO R9700"),  # rocm-facts.md: 7551 Radeon AI PRO R9700
+        (0x7551, 0xC0, "AMD Radeon AI PRO R9700"),  # docs/notes/rocm-facts.md: 7551 Radeon AI PRO R9700
         (0x7448, 0x00, "AMD Radeon Pro W7900"),  # rocminfo w7900 fixture: Chip ID 0x7448, not 744c
         (0x1234, 0x00, "AMD GPU [1002:1234]"),
     ],

@@ -102,7 +102,7 @@ def test_oom_message_sizes_are_parsed() -> None:
 
 
 def test_cpu_allocator_oom() -> None:
-    # quoted from shared/reference/llamafactory-cpu/RECIPE.md section 7 (a run on this machine, ulimit -v 3GB)
+    # quoted from docs/notes/llamafactory-cpu-recipe.md section 7 (a run on this machine, ulimit -v 3GB)
     line = (
         "RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate "
         "memory: you tried to allocate 67108864 bytes. Error code 12 (Cannot allocate memory)"
@@ -154,7 +154,8 @@ def test_nan_loss_in_trainer_log_names_first_step_and_safe_step() -> None:
 
 
 def test_grad_norm_nan_in_trainer_state_with_filtered_zero_loss() -> None:
-    # trainer_state.json as json.dump writes it: the bare NaN literal (RECIPE.md section 6)
+    # trainer_state.json as json.dump writes it: the bare NaN literal (docs/notes/llamafactory-cpu-recipe.md
+    # section 6)
     state = json.loads(
         '{"global_step": 4, "log_history": ['
         '{"epoch": 0.02, "grad_norm": 1.5, "learning_rate": 0.005, "loss": 8.38, "step": 1},'

@@ -35,7 +35,8 @@ REPO = Path(__file__).resolve().parent.parent
 INVENTORY = str(REPO / "inventories/sandbox.py")
 HOST = SHARED_TRAINER
 JOBS_DIR = "/home/lab/radeonlab/jobs"
-# The allocation failure: 64 rows of 4096 tokens under a 3 GiB address space (llamafactory-cpu.md section
+# The allocation failure: 64 rows of 4096 tokens under a 3 GiB address space (docs/notes/llamafactory-cpu.md
+# section
 # 7 saw the same error at batch 64). Measured here: batch 32, 16 and 8 fail ("can't allocate memory"),
 # batch 4 trains (batch 8 once passed in CI): start at 16 so the ladder always has to halve at least once.
 OOM = {"address_space_gb": 3, "cutoff_len": 4096, "rows": 64, "words": 4200, "batch": 16}

@@ -18,7 +18,8 @@ def test_generated_from_the_pinned_versions() -> None:
 
 def test_key_list_matches_the_recipe_measurement() -> None:
     keys = lf_args.keys()
-    # RECIPE.md section 4: 365 keys with transformers 4.57.6, none of the seed's invalid ones
+    # docs/notes/llamafactory-cpu-recipe.md section 4: 365 keys with transformers 4.57.6, none of the seed's
+    # invalid ones
     assert len(keys) == 365
     assert "compute_type" not in keys and "disable_flash_attn" not in keys
     assert keys["bf16"]["types"] == ["bool"]

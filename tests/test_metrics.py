@@ -19,7 +19,7 @@ from radeonlab.jobs.host.metrics import (
 FIXTURES = Path(__file__).parent / "fixtures" / "llamafactory"
 # older schema: learning_rate, throughput (a string), total_tokens; 867 lines, a final line without loss
 SYGOAT = FIXTURES / "trainer_log_syGOAT-Mistral-v0.2-Translator_learning_rate-throughput-schema.jsonl"
-# newer schema, as recorded on this machine (shared/reference/llamafactory-cpu/RECIPE.md sections 3 and 6)
+# newer schema, as recorded on this machine (docs/notes/llamafactory-cpu-recipe.md sections 3 and 6)
 RECIPE_LINES = [
     b'{"current_steps": 1, "total_steps": 40, "loss": 8.3822, "lr": 0.005, "epoch": 0.02, "percentage": 2.5, '
     b'"elapsed_time": "0:00:00", "remaining_time": "0:00:02"}',

@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 INVENTORY = str(REPO / "inventories/sandbox.py")
 HOSTS = ("mn1", "mn2")
 JOBS_DIR = "/home/lab/radeonlab/jobs"
-STEPS = 40  # demo.yaml's own length: the loss falls clearly (llamafactory-cpu.md)
+STEPS = 40  # demo.yaml's own length: the loss falls clearly (docs/notes/llamafactory-cpu.md)
 TIMINGS: dict[str, float] = {}
 
 

@@ -18,7 +18,7 @@ def test_the_pytorch_source_asks_for_its_torch_and_torchaudio_unpinned_builds() 
 
 
 def test_amd_wheels_one_device_extra_per_target_as_amd_writes_it() -> None:
-    # AMD (rocm-facts.md, "Since 7.2.4"): pip install --index-url https://stable.repo.amd.com/rocm/whl-next/
+    # AMD (docs/notes/rocm-facts.md, "Since 7.2.4"): pip install --index-url https://stable.repo.amd.com/rocm/whl-next/
     #   "torch[device-gfx1201]==2.13.0+rocm10.0.0"; TheRock RELEASES.md: "torch[device-gfx942,device-gfx950]"
     request = plan.torch_request(DEFAULTS, "10.0", ["gfx1201", "gfx1100"])
     assert request.requirements == [

@@ -64,7 +64,7 @@ AMD_FAMILY = {
 }
 AMD_SOURCES = {"multi-arch": AMD_10_0, "family": AMD_FAMILY}
 ORIGINS = {"multi-arch": "stable.repo.amd.com", "family": "repo.amd.com"}  # the host, assumed as Origin
-# The legacy stream (ROCm/rocm-install-on-linux native-install/ubuntu, rocm-facts.md):
+# The legacy stream (ROCm/rocm-install-on-linux native-install/ubuntu, docs/notes/rocm-facts.md):
 #   deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/rocm/apt/7.2.4 noble main
 #   deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/graphics/7.2.4/ubuntu noble main
 #   /etc/apt/preferences.d/rocm-pin-600: Package: * / Pin: release o=repo.radeon.com / Pin-Priority: 600

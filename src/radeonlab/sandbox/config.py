@@ -44,7 +44,8 @@ def www_dir(state: Path = STATE_DIR) -> Path:
 # component versions below (hsa-rocr, rocm-smi-lib, ...) and build numbers are illustrative shapes, not
 # AMD's published numbers, except where a source is named.
 ROCM_VERSION = "7.2.4"  # legacy stream (repo.radeon.com/rocm/apt/<dir>); "7.2.0" is published as "7.2"
-AMDGPU_DRIVER_VERSION = "30.30"  # repo.radeon.com/amdgpu/<x>/ubuntu pairs with ROCm 7.2 (rocm-facts.md)
+# repo.radeon.com/amdgpu/<x>/ubuntu pairs with ROCm 7.2 (docs/notes/rocm-facts.md)
+AMDGPU_DRIVER_VERSION = "30.30"
 LEGACY_CODENAMES = ("jammy", "noble")  # Ubuntu 22.04 / 24.04: the dists AMD publishes for ROCm 7.x
 # Package version suffix per codename, as AMD's debs carry it (e.g. 1.0.0.70101-38~24.04).
 LEGACY_DIST_SUFFIX = {"jammy": "~22.04", "noble": "~24.04"}

@@ -35,7 +35,7 @@ DEMO: dict[str, object] = {
     "card": "rx7900xtx",
     "spec": Path(str(resources.files("radeonlab.jobs.examples").joinpath("demo.yaml"))),
     # demo.yaml's 40 steps show the loss falling (8 -> ~2.5) but the tiny random model answers nothing yet;
-    # ~300 steps at this size teach it the task (llamafactory-cpu.md: loss 0.53, apple -> APPLE).
+    # ~300 steps at this size teach it the task (docs/notes/llamafactory-cpu.md: loss 0.53, apple -> APPLE).
     "overrides": {"max_steps": 300},
     # alpaca: instruction, newline, input (`\n` typed as in a shell; fetch --try turns it into a newline).
     # A word of the demo data: the tokenizer was trained on those words only (so "apple" is not one).

@@ -11,7 +11,7 @@ Inputs (all optional, each read by the watcher from the job folder on the host):
   exit_code      from state.json (137 = SIGKILL: no traceback, possibly the kernel OOM killer).
 
 grad_norm is not in trainer_log.jsonl. A NaN that the filter would hide shows as loss 0.0 with grad_norm NaN
-(recorded: shared/reference/llamafactory-cpu/RECIPE.md section 6; console form in
+(recorded: docs/notes/llamafactory-cpu-recipe.md section 6; console form in
 tests/fixtures/llamafactory/console_nan_grad_norm_then_zero_loss_ascend-npu_EXCERPT.txt), so the
 watcher reads the loss from trainer_log.jsonl and grad_norm from train.log's console dicts (live) and from
 trainer_state.json (at checkpoints and at the end).

@@ -1,7 +1,8 @@
 """GPU readings on a host: VRAM used/total, temperatures, power, GPU busy %.
 
 Three sources, parsed into the same GpuReading (stdlib only: this module runs on the host's python3):
-- amd-smi (`amd-smi metric --json`): the tool ROCm keeps (ROCm 10.1 no longer builds ROCm SMI, rocm-facts.md).
+- amd-smi (`amd-smi metric --json`): the tool ROCm keeps (ROCm 10.1 no longer builds ROCm SMI,
+docs/notes/rocm-facts.md).
   Two JSON shapes seen: a list of GPU objects (older amd-smi) and {"gpu_data": [...]} (AMD-SMI 26.x);
   values are {"value": n, "unit": "MB"} or "N/A". `read_local_gpus()` uses it when present, else sysfs.
 - drm sysfs (mem_info_vram_*, hwmon temp*_input / power1_*): always there with amdgpu, no ROCm needed,

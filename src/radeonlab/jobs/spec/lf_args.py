@@ -203,7 +203,7 @@ def _dump() -> None:
 
     # llamafactory.data.template imports mm_plugin, which does a top-level `import torchaudio`. The generator
     # only reads the template registry and never touches audio, so a SIMULATED empty torchaudio module
-    # stands in for the real one (which does not import beside CPU torch; see notes/llamafactory-cpu.md).
+    # stands in for the real one (which does not import beside CPU torch; see docs/notes/llamafactory-cpu.md).
     if "torchaudio" not in sys.modules:
         stand_in = types.ModuleType("torchaudio")
         stand_in.__spec__ = importlib.machinery.ModuleSpec("torchaudio", None)

@@ -3,11 +3,11 @@
 A fabric `Connection` holds the one SSH connection per host per command, built with explicit settings because
 everything fabric would add by default is what radeonlab must NOT do (read ~/.ssh/config, use the agent,
 auto-add unknown host keys). Commands use raw exec channels of that connection's paramiko client: a round trip
-costs ~8 ms there vs ~25 ms through invoke's runner threads (speed.md).
+costs ~8 ms there vs ~25 ms through invoke's runner threads (docs/notes/speed.md).
 
 - host keys only from the inventory's known_hosts file; an unknown key is refused with the one command that
   accepts it, a changed key is refused loudly; no agent, no ~/.ssh/id_* unless the inventory asks;
-- TCP_NODELAY on the socket and the AES-GCM cipher first (both measured faster here, speed.md);
+- TCP_NODELAY on the socket and the AES-GCM cipher first (both measured faster here, docs/notes/speed.md);
 - every command line is built by `quote_argv`; environment values travel on stdin, never in argv;
 - radeonlab's host code (jobs/host + the contract) runs as `python3 -m radeonlab.jobs.host.<tool>` from a
   content-addressed folder on the host (~/.cache/radeonlab/code/<digest>); the first command that finds it
@@ -146,7 +146,8 @@ def connect(target: HostTarget) -> Remote:
         sock = socket.create_connection((target.hostname, target.port), timeout=timeout)
     except OSError as exc:
         raise TransportError(f"cannot reach {where}: {exc.strerror or exc}") from None
-    # Small command/response exchanges otherwise wait on Nagle + delayed ACK (~40 ms per poll, speed.md).
+    # Small command/response exchanges otherwise wait on Nagle + delayed ACK (~40 ms per poll,
+    # docs/notes/speed.md).
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     conn = fabric.Connection(
         target.hostname,

@@ -4,7 +4,7 @@ Nothing here reads the machine. `radeonlab.roles.gpu.sysfs` turns sysfs text int
 functions;
 the ROCm and training roles ask them which override, wheel family or training device a card needs.
 
-Sources (see /work/shared/notes/rocm-facts.md for the field notes they come from):
+Sources (see docs/notes/rocm-facts.md for the field notes they come from):
 - gfx names: LLVM AMDGPUUsage processor names; KFD `gfx_target_version` = major*10000 + minor*100 + stepping.
 - marketing names: libdrm `data/amdgpu.ids` (the table rocminfo's "Marketing Name" comes from), read from
   github X11Libre/mirror.fdo.drm @06675b4fbede3c8547cf9de09444424672d06066 (a mirror of freedesktop mesa/drm).
@@ -17,7 +17,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 # Used until roles/rocm/defaults.py (the ROCm role, DEFAULTS["rocm_version"]) exists: the newest release of
-# the legacy repo.radeon.com stream that PyTorch builds wheels for (torch 2.11-2.13 -> 7.2, rocm-facts.md).
+# the legacy repo.radeon.com stream that PyTorch builds wheels for (torch 2.11-2.13 -> 7.2,
+# docs/notes/rocm-facts.md).
 FALLBACK_ROCM_VERSION = "7.2"
 
 AMD_VENDOR_ID = 0x1002
@@ -28,7 +29,8 @@ CORE_SDK_FIRST_VERSION = "7.12"
 # Legacy stream: the first ROCm release whose packages carry code for the gfx target itself (no override).
 # gfx1030: earliest release checked is 5.6 (rocminfo fixture rx6800xt_gfx1030..._rocm5.6.0 runs it natively);
 # gfx1100: "native since ROCm 5.7/6.x"; gfx1101: "native in ROCm 7 lists"; gfx1200/gfx1201: "native since
-# 6.4.1"; gfx1150/gfx1151: "native on recent ROCm, forcing 11.5.1 hurts on 7.2+" (all rocm-facts.md, Cards).
+# 6.4.1"; gfx1150/gfx1151: "native on recent ROCm, forcing 11.5.1 hurts on 7.2+" (all
+# docs/notes/rocm-facts.md, Cards).
 # Targets missing here (gfx1031, gfx1102, gfx1103, ...) are native in no legacy release.
 LEGACY_NATIVE_SINCE: dict[str, str] = {
     "gfx1030": "5.6",
@@ -41,9 +43,10 @@ LEGACY_NATIVE_SINCE: dict[str, str] = {
 }
 
 # Core SDK meta packages `amdrocm<ver>-<family>` and the gfx targets each one carries natively. The families
-# are from rocm-facts.md; the members are the cards the facts name for each package (gfx110x: RX 7900/7800/
-# 7700/7600 and W7900/W7800/W7700 = gfx1100-1102; gfx103x: W6800, V620 = gfx1030). TheRock can build more
-# (gfx1031, gfx1103, ...), but the shipped package lists were not confirmed to, so those keep their override.
+# are from docs/notes/rocm-facts.md; the members are the cards the facts name for each package (gfx110x: RX
+# 7900/7800/7700/7600 and W7900/W7800/W7700 = gfx1100-1102; gfx103x: W6800, V620 = gfx1030). TheRock can
+# build more (gfx1031, gfx1103, ...), but the shipped package lists were not confirmed to, so those keep
+# their override.
 CORE_SDK_FAMILIES: dict[str, tuple[str, ...]] = {
     "gfx103x": ("gfx1030",),
     "gfx110x": ("gfx1100", "gfx1101", "gfx1102"),
@@ -69,7 +72,7 @@ ARCH_BY_GFX_PREFIX: tuple[tuple[str, str], ...] = (
     ("gfx120", "RDNA4"),
 )
 
-# Hardware bf16 (WMMA / matrix cores). RDNA2 has none: train in fp16 there (rocm-facts.md, Cards).
+# Hardware bf16 (WMMA / matrix cores). RDNA2 has none: train in fp16 there (docs/notes/rocm-facts.md, Cards).
 BF16_ARCHS = frozenset({"RDNA3", "RDNA3.5", "RDNA4", "CDNA1", "CDNA2", "CDNA3", "CDNA4"})
 
 # HSA_OVERRIDE_GFX_VERSION: the one native target of the same architecture family that a non-native card may
@@ -137,7 +140,8 @@ CARD_NAMES: dict[tuple[int, int], str] = {
 }
 
 # PCI device id -> chip and the cards it may be, for when the revision is unknown or not in CARD_NAMES
-# (chips from pci.ids as printed by lspci in shared/fixtures/lspci, cards from amdgpu.ids).
+# (chips from pci.ids as printed by lspci in the recorded captures (tests/fixtures/SOURCES.md), cards from
+# amdgpu.ids).
 CHIP_NAMES: dict[int, str] = {
     0x73A5: "Navi 21 (RX 6950 XT)",
     0x73BF: "Navi 21 (RX 6900 XT / 6800 XT / 6800)",

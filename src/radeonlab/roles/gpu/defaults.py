@@ -16,7 +16,8 @@ DEFAULTS: dict[str, object] = {
     "gpu_min_vram_bytes": 6 * GIB,
     # An APU (integrated GPU) trains when its usable memory (VRAM carve-out + GTT, as the kernel reports them
     # in mem_info_vram_total / mem_info_gtt_total) is at least this. WHY 24 GiB: the realistic floor for 8B
-    # bf16 LoRA (rocm-facts.md, Memory); a Strix Halo with 64-128 GB of unified memory passes, a laptop
+    # bf16 LoRA (docs/notes/rocm-facts.md, Memory); a Strix Halo with 64-128 GB of unified memory passes, a
+    # laptop
     # 780M (0.5-4 GiB carve-out + half of 16-32 GB RAM as GTT) does not, so it is not picked over a card.
     "gpu_min_unified_memory_bytes": 24 * GIB,
 }

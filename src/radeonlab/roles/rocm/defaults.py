@@ -81,7 +81,8 @@ DEFAULTS: dict[str, object] = {
     # --- optional kernel driver (amdgpu-dkms); off by default: Ubuntu's own kernel driver runs ROCm ---
     "rocm_install_driver": False,
     "rocm_amdgpu_repo_url": "https://repo.radeon.com/amdgpu",  # + /<driver version>/ubuntu <suite> main
-    # The driver repository is numbered on its own from ROCm 7.0 (rocm-facts.md); 10.0 pairs with 31.50
+    # The driver repository is numbered on its own from ROCm 7.0 (docs/notes/rocm-facts.md); 10.0 pairs with
+    # 31.50
     # (amdgpu-install/31.50 in AMD's 10.0 selector, releases.py [S1]). 7.14's was not found: set it.
     "rocm_amdgpu_versions": {"7.0": "30.10", "7.1": "30.20", "7.2": "30.30", "10.0": "31.50"},
     "rocm_amdgpu_version": "",

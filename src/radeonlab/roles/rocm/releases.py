@@ -1,7 +1,8 @@
 """What AMD publishes, as data: ROCm releases, Core SDK apt layouts, distributions, package names.
 
 Each fact names where it was read. Public snapshots were read 2026-12 (the `search`/`fetch` tools); a date
-marked "rocm-facts.md" was taken from the project's field notes and not found again in a public source.
+marked "docs/notes/rocm-facts.md" was taken from the project's field notes and not found again in a public
+source.
 
 Sources quoted below:
 - [S1] ROCm/rocm-docs docs/install/include/200-install.rst @0c31064a (AMD's install selector for ROCm
@@ -63,7 +64,8 @@ MULTI_ARCH_TARGETS: tuple[str, ...] = (
     "gfx1150", "gfx1151", "gfx1152", "gfx1153", "gfx1200", "gfx1201",
 )  # fmt: skip
 
-# Per-family layout: meta package families `amdrocm<ver>-<family>` (rocm-facts.md, the 7.13 install docs).
+# Per-family layout: meta package families `amdrocm<ver>-<family>` (docs/notes/rocm-facts.md, the 7.13
+# install docs).
 FAMILY_PACKAGES: dict[str, tuple[str, ...]] = {
     "gfx103x": ("gfx1030", "gfx1031", "gfx1032", "gfx1034", "gfx1035", "gfx1036"),
     "gfx110x": ("gfx1100", "gfx1101", "gfx1102", "gfx1103"),
