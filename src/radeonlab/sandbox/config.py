@@ -105,7 +105,6 @@ def rocm_dir_name(version: str = ROCM_VERSION) -> str:
 BASE_RECIPE_VERSION = 1
 # The machine's apt sources name the mirror the base is built from (this machine reaches only Debian's).
 MACHINE_APT_SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
-FALLBACK_MIRROR = "http://deb.debian.org/debian"
 # Extra CAs the machine trusts (a TLS-inspecting egress here); copied into the base so pip works in hosts.
 MACHINE_CA_DIR = Path("/usr/local/share/ca-certificates")
 # A real Ubuntu workstation has the `render` group (systemd creates it); minbase Debian does not.

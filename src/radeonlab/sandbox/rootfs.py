@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from radeonlab.sandbox import config
+from radeonlab.sandbox.host import SandboxError
 
 MARKER = ".radeonlab-base.json"
 
@@ -56,14 +57,16 @@ def recipe(packages: list[str] | None = None) -> dict:
 
 
 def machine_mirror(sources: Path = config.MACHINE_APT_SOURCES) -> str:
-    """The first `URIs:` of the machine's deb822 sources (the mirror this machine can reach)."""
+    """The first `URIs:` of the machine's deb822 sources: the Debian mirror this machine is set up to reach
+    (radeonlab names none of its own). None there: one line saying so."""
     try:
         for line in sources.read_text().splitlines():
-            if line.startswith("URIs:"):
+            if line.startswith("URIs:") and len(line.split()) > 1:
                 return line.split()[1]
     except OSError:
         pass
-    return config.FALLBACK_MIRROR
+    why = "the sandbox builds its hosts from the mirror this machine's apt uses"
+    raise SandboxError(f"no Debian mirror in {sources} (`URIs:`): {why}")
 
 
 @contextmanager
