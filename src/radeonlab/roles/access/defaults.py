@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from radeonlab.contract.records import GPU_GROUPS
 
-DEFAULTS: dict[str, object] = {
+DEFAULTS: dict[str, Any] = {
     # The training user; empty: python_stack_user, else the SSH user pyinfra logs in as.
     "access_user": "",
     # Groups that own the GPU device nodes on Ubuntu/Debian (udev: /dev/kfd and renderD* -> render,

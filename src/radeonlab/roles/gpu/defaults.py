@@ -5,9 +5,11 @@ Every key can be overridden per host or group in the inventory, or with `pyinfra
 
 from __future__ import annotations
 
+from typing import Any
+
 from radeonlab.contract.records import GIB
 
-DEFAULTS: dict[str, object] = {
+DEFAULTS: dict[str, Any] = {
     # Where sysfs is read from: "/" on a real host. The sandbox points this at a recorded sysfs tree.
     "gpu_sysfs_root": "/",
     # Train only on GPUs with at least this much VRAM. WHY 6 GiB: an APU's carve-out (512 MiB on the LACT

@@ -6,9 +6,11 @@ is evaluated for the torch build (python_stack's `pytorch_source` and the ROCm r
 
 from __future__ import annotations
 
+from typing import Any
+
 from radeonlab.contract.records import GPU_ENV_FILE
 
-DEFAULTS: dict[str, object] = {
+DEFAULTS: dict[str, Any] = {
     "gpu_env_profile_path": GPU_ENV_FILE,
     # A host whose GPUs none can train on (unsupported or too small) stops the deploy unless this is false.
     "gpu_env_require_training_gpu": True,

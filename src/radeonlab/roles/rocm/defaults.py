@@ -5,6 +5,8 @@ Every key can be overridden per host or group in the inventory, or with `pyinfra
 
 from __future__ import annotations
 
+from typing import Any
+
 from radeonlab.roles.amd_releases import LOCATIONS
 from radeonlab.roles.rocm import releases
 
@@ -14,7 +16,7 @@ def _base(stream: str) -> str:
     return LOCATIONS[stream].apt_repo.removesuffix("{distro}/").rstrip("/")
 
 
-DEFAULTS: dict[str, object] = {
+DEFAULTS: dict[str, Any] = {
     # "coresdk": AMD's Core SDK packages (amdrocm<ver>-<gfx>; 10.x at stable.repo.amd.com, 7.14.x at its
     # legacy multi-arch repository on repo.amd.com); "legacy": repo.radeon.com (ROCm up to 7.2.4).
     # rocm_version as AMD writes it: "10.1", "10.1.0", "10.0", "7.14", "7.14.1" (a series: its newest patch).

@@ -12,7 +12,9 @@ munge 0.5.15-2+deb12u1) and their man pages (slurm.conf(5), gres.conf(5), cgroup
 
 from __future__ import annotations
 
-DEFAULTS: dict[str, object] = {
+from typing import Any
+
+DEFAULTS: dict[str, Any] = {
     # --- which hosts (inventory groups) ---
     # The host that runs slurmctld (exactly one). No such group in the inventory: the role does nothing.
     "slurm_controller_group": "slurm_controller",

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from radeonlab.contract.records import HOST_RECORD_PATH
 
-DEFAULTS: dict[str, object] = {
+DEFAULTS: dict[str, Any] = {
     # The host record: the contract between provisioning and the job runner (CONTRACTS.md).
     "verify_record_path": HOST_RECORD_PATH,
     # The last stack check (check_stack.py's report) and the digest of what it depended on: a rerun whose
