@@ -58,3 +58,14 @@ def test_a_stream_cut_without_exit_status_reconnects_and_resumes_from_the_offset
     assert [e.data for e in got] == [b"a\n", b"b\n"] and not got[1].restarted
     assert link.reconnects == 1 and any("lost" in s for s in said)
     assert f"{follow.TRAIN_LOG}=2" in remote.calls[1]  # asked again from where the first stream stopped
+
+
+def test_logs_tail_counts_a_progress_bar_as_one_line() -> None:
+    """`logs --tail 3` of a log whose last line is tqdm's `\\r` frames: three lines, the bar at its last frame
+    (it was one line of 20 frames: the terminal showed only the last)."""
+    from radeonlab.jobs.track.follow import last_lines
+
+    bar = b"".join(b"\r%3d%%|###| %d/20" % (i * 5, i) for i in range(1, 21))
+    log = b"loading\nstep 1 loss 8.3\nstep 2 loss 7.1\n" + bar + b"\n"
+    assert last_lines(log, 3) == b"step 1 loss 8.3\nstep 2 loss 7.1\n100%|###| 20/20\n"
+    assert last_lines(b"a\nb\npartial", 2) == b"b\npartial"

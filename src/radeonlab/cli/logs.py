@@ -17,7 +17,7 @@ TAIL_BYTES_PER_LINE = 400  # how far back --tail N reads (long lines: fewer of t
 @click.option("-n", "--tail", type=click.IntRange(min=1), default=None, help="only the last N lines")
 def command(job_ref: str, inventory: str | None, host: str | None, follow: bool, tail: int | None) -> None:
     """Print JOB's train.log (stdout and stderr of llamafactory-cli, every attempt)."""
-    from radeonlab.jobs.track.follow import TRAIN_LOG
+    from radeonlab.jobs.track.follow import TRAIN_LOG, last_lines
     from radeonlab.jobs.track.handle import JobHandle
 
     out = sys.stdout.buffer  # bytes as the host wrote them (no re-encoding of the log)
@@ -30,7 +30,7 @@ def command(job_ref: str, inventory: str | None, host: str | None, follow: bool,
                     continue
                 data = event.data
                 if trim:
-                    data, trim = b"".join(data.splitlines(keepends=True)[-(tail or 0) :]), False
+                    data, trim = last_lines(data, tail or 0), False
                 out.write(data)
                 out.flush()
         except KeyboardInterrupt:

@@ -123,3 +123,12 @@ def events(
             raise
         except TransportError as exc:
             link.reconnect(exc)
+
+
+def last_lines(data: bytes, count: int) -> bytes:
+    """The last `count` lines of a log as a terminal shows them: a progress bar's `\\r` frames (tqdm rewrites
+    its line in place) are one line, its last frame, not `count` frames of one line."""
+    lines = data.split(b"\n")
+    ended = data.endswith(b"\n")
+    shown = [line.rstrip(b"\r").rsplit(b"\r", 1)[-1] for line in (lines[:-1] if ended else lines)]
+    return b"".join(line + b"\n" for line in shown[-count:]) if ended else b"\n".join(shown[-count:])
