@@ -149,3 +149,17 @@ def test_a_spec_cannot_set_what_radeonlab_owns(tmp_path: Path, name: str) -> Non
         result = CliRunner().invoke(main, ["check", str(spec), "--no-hub"])
         assert result.exit_code == 1, result.output
         assert f"{name} cannot be set by a spec" in result.output
+
+
+def test_a_typo_in_a_command_line_override_is_blamed_on_the_override(tmp_path: Path) -> None:
+    """`submit demo.yaml learnin_rate=1e-4` was reported at `demo.yaml:1` (a line that has nothing to do with
+    it); it now says it came from the command line."""
+    from radeonlab.jobs.spec.checks import check_spec
+    from radeonlab.jobs.spec.load import load, with_overrides
+    from tests.laptop_doubles import demo_job
+
+    spec = with_overrides(load(demo_job(tmp_path)), ["learnin_rate=1e-4"])
+    said = [str(p) for p in check_spec(spec) if "learnin_rate" in p.message]
+    expected = f"{spec.path} (a command-line override): error: unknown key `learnin_rate`"
+    assert said and said[0].startswith(expected), said
+    assert "did you mean `learning_rate`" in said[0]

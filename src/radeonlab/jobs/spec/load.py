@@ -93,7 +93,10 @@ class Spec:
         return self.path.parent
 
     def line_of(self, key: str) -> int:
-        """Line of a key (dotted for the block); 1 when unknown (e.g. a required key that is absent)."""
+        """Line of a key (dotted for the block); 1 when unknown (e.g. a required key that is absent); 0 for a
+        key set by a command-line override (Problem prints it as such, not as line 1 of the file)."""
+        if key in self.overrides:
+            return 0
         return self.lines.get(key, 1)
 
     def dataset_dir(self) -> Path | None:

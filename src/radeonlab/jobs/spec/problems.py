@@ -20,7 +20,8 @@ class Problem:
 
     def __str__(self) -> str:
         fix = f" (fix: {self.fix})" if self.fix else ""
-        return f"{self.file}:{self.line}: {self.severity}: {self.message}{fix}"
+        where = f"{self.file} (a command-line override)" if self.line == 0 else f"{self.file}:{self.line}"
+        return f"{where}: {self.severity}: {self.message}{fix}"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
