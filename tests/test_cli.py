@@ -281,3 +281,23 @@ def test_the_readme_verb_table_names_every_verb_with_the_options_it_says() -> No
             assert "--json" in shown, verb
         elif as_json == "no":
             assert "--json" not in shown, verb
+
+
+def test_prune_dry_run_names_the_jobs_it_would_remove(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`prune --dry-run` said "would remove 2 job folder(s)" without saying which: it lists them."""
+    from radeonlab.jobs.fleet import inventory
+    from radeonlab.jobs.ssh import group
+
+    monkeypatch.setenv("RADEONLAB_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(inventory, "load_inventory", lambda path: {"ws1": object()})
+    monkeypatch.setattr(inventory, "select_hosts", lambda targets, limit: list(targets.values()))
+    removed = ["demo-20260101-000000-aaaa", "sweep-20260102-000000-bbbb"]
+    answer = {"removed": removed, "blobs": 3, "bytes": 4096}
+    monkeypatch.setattr(group, "each_host", lambda targets, fn, deadline: [group.HostResult("ws1", answer)])
+    result = CliRunner().invoke(main, ["prune", "--older-than", "30d", "--dry-run", "-i", "inv.py"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == "ws1: would remove 2 job folder(s) and 3 stored file(s), 4,096 bytes"
+    assert lines[1:] == ["  demo-20260101-000000-aaaa", "  sweep-20260102-000000-bbbb"]

@@ -68,9 +68,11 @@ def command(inventory: str | None, limit: str | None, older: str, dry_run: bool,
                 click.echo(f"{r.host}: {r.error}")
                 continue
             v = r.value or {}
+            jobs = list(v.get("removed") or [])
             click.echo(
-                f"{r.host}: {verb} {len(v.get('removed') or [])} job folder(s) and "
-                f"{v.get('blobs', 0)} stored "
-                f"file(s), {v.get('bytes', 0):,} bytes"
+                f"{r.host}: {verb} {len(jobs)} job folder(s) and {v.get('blobs', 0)} stored file(s), "
+                f"{v.get('bytes', 0):,} bytes"
             )
+            for job_id in jobs:  # which jobs: a dry run is for deciding, a real one for the record
+                click.echo(f"  {job_id}")
     raise SystemExit(0 if all(r.ok for r in results) else 1)
