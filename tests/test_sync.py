@@ -38,7 +38,7 @@ def target(host, sandbox, monkeypatch: pytest.MonkeyPatch) -> HostTarget:  # noq
 def dataset(tmp_path: Path) -> list[Path]:
     folder = tmp_path / "dataset"
     folder.mkdir()
-    files = {"train 'set' $(id).jsonl": os.urandom(3_000_000), "dataset_info.json": b'{"x": 1}\n'}
+    files = {"train 'set' $(id).jsonl": os.urandom(3_000_000), "small.json": b'{"x": 1}\n'}
     for name, content in files.items():
         (folder / name).write_bytes(content)
     return sorted(folder.iterdir())
@@ -58,16 +58,21 @@ def data_links(files: list[Path]) -> dict[str, str]:
     return {f"data/{p.name}": sha256_file(p) for p in files}
 
 
-def upload_as_submit(remote: Remote, target: HostTarget, files: list[Path], progress: list) -> object:
-    """jobs/apply/submit.py's upload for a node that needs `files` in data/ (the fields upload() reads)."""
+def upload_as_submit(
+    remote: Remote, target: HostTarget, files: list[Path], progress: list, present: set[str] | None = None
+) -> object:
+    """jobs/apply/submit.py's upload for a node that needs `files` in data/ (the fields upload() reads);
+    `present`: what the plan found on the host (None: not asked). A bar drawn is recorded as ("bar", 0)."""
 
     @contextlib.contextmanager
     def bar(_label: str):  # noqa: ANN202
+        progress.append(("bar", 0))
         yield lambda done, total: progress.append((done, total))
 
     node = SimpleNamespace(
         host=target.name,
-        remote=remote,
+        connection=remote,
+        present=present,
         record=SimpleNamespace(blobs_dir=BLOBS),
         uploads=[Upload(LocalFile.of(p), f"data/{p.name}") for p in files],
     )
@@ -87,8 +92,10 @@ def test_upload_twice_sends_nothing_the_second_time(target: HostTarget, dataset:
         assert progress[-1] == (total, total)
         stage(remote, f"{JOBS}/j1", data_links(dataset))
         assert blobs_present(remote, [LocalFile.of(p) for p in dataset], BLOBS) == digests
-        second = upload_as_submit(remote, target, dataset, [])
+        drawn: list[tuple[str, int]] = []
+        second = upload_as_submit(remote, target, dataset, drawn, present=digests)
         assert second.bytes_sent == 0 and second.bytes_skipped == total
+        assert drawn == []  # the plan knew the host holds it all: no empty progress bar
         assert "sent 0 B; 2 already on the host" in second.summary()
         stage(remote, f"{JOBS}/j2", data_links(dataset))
         for path in dataset:
@@ -121,7 +128,7 @@ def test_unsafe_names_are_refused_on_both_sides(
     with connect(target) as remote:
         upload_blobs(remote, [LocalFile.of(dataset[0])], BLOBS)
         with pytest.raises(
-            RemoteCommandError, match="refusing link destination '../x': outside the job folder"
+            RemoteCommandError, match="refusing link destination: '../x' is not a plain relative path"
         ):
             stage(remote, f"{JOBS}/j5", {"../x": sha})
         assert not remote.run(["test", "-e", f"{JOBS}/x"], check=False).ok
