@@ -25,7 +25,15 @@ def test_amd_wheels_one_device_extra_per_target_as_amd_writes_it() -> None:
         "torch[device-gfx1100,device-gfx1201]==2.13.0+rocm10.0.0",
         "torchaudio==2.11.*",
     ]
-    assert request.device_packages == ["rocm-sdk-device-gfx1100", "rocm-sdk-device-gfx1201"]
+    assert (
+        request.device_packages
+        == [  # AMD's graph: torch[device-T] -> amd-torch-device-T -> rocm-sdk-device-T
+            "amd-torch-device-gfx1100",
+            "rocm-sdk-device-gfx1100",
+            "amd-torch-device-gfx1201",
+            "rocm-sdk-device-gfx1201",
+        ]
+    )
     assert plan.torch_index_url(DEFAULTS, "10.0") == "https://stable.repo.amd.com/rocm/whl-next/"
     with_vision = {**DEFAULTS, "pytorch_extra_packages": ["torchvision", "torchaudio"]}
     assert plan.torch_request(with_vision, "10.0", ["gfx1151"]).requirements == [
