@@ -90,8 +90,10 @@ class Lock:
         return "\n".join([*self.header, *(p.line() for p in (self.pins if pins is None else pins))]) + "\n"
 
     def install_text(self, pins: Sequence[Pin], by_url: bool) -> str:
-        """A host's requirements file: the header, then `pins` as pip installs them (Pin.install_line)."""
-        return "\n".join([*self.header, *(p.install_line(by_url) for p in pins)]) + "\n"
+        """A host's requirements file: the lock's name, then `pins` as pip installs them (Pin.install_line).
+        Not the rest of the header: it names the last host that resolved into the lock, and a host's file
+        must not change when another host adds its target's lines."""
+        return "\n".join([f"# radeonlab lock: {self.key}", *(p.install_line(by_url) for p in pins)]) + "\n"
 
     @property
     def indexes(self) -> tuple[str, ...]:
