@@ -47,8 +47,10 @@ def test_first_run_installs_everything(provisioned: Provisioned) -> None:
     for card, h in provisioned.hosts.items():
         changed = provisioned.first.changed_ops(h.name)
         assert any("Install ROCm 10.0 packages" in op for op in changed), (card, changed)
-        # no lock anywhere: the first deploy resolves the stack into the lab's lock and installs from it
-        assert any("Resolve the stack amd-rocm10.0-" in op for op in changed), (card, changed)
+        # no lock anywhere: the first deploy resolves the stack into the lab's lock (python.call, at execution
+        # time) and installs this host's lines of it by the recorded URLs, with their hashes
+        lines = (h.root / VENV.lstrip("/") / "radeonlab-lock.txt").read_text()
+        assert "torch @ http://" in lines and "--hash=sha256:" in lines, (card, lines[:500])
         record = json.loads((h.root / "etc/radeonlab/host.json").read_text())
         assert record["host"] == h.name and record["venv"] == VENV and record["schema"] == HOST_RECORD_SCHEMA
         assert record["rocm"]["installed"], record["rocm"]  # the stand-in rocm-core wrote .info/version
