@@ -22,6 +22,7 @@ import pytest
 
 from radeonlab.contract.records import HOST_RECORD_SCHEMA
 from radeonlab.jobs.fleet import probe as fleet
+from radeonlab.roles.python_stack import lock as stack_lock
 from radeonlab.sandbox import demo
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost
 from radeonlab.sandbox.provision import sandbox_env
@@ -47,7 +48,10 @@ def test_first_run_installs_everything(provisioned: Provisioned) -> None:
     for card, h in provisioned.hosts.items():
         changed = provisioned.first.changed_ops(h.name)
         assert any("Install ROCm 10.0 packages" in op for op in changed), (card, changed)
-        assert any("Install the hash-locked stack" in op for op in changed), (card, changed)  # torch with it
+        # no lock anywhere: the first deploy resolves the stack into the lab's lock (python.call, at execution
+        # time) and installs this host's lines of it by the recorded URLs, with their hashes
+        lines = (h.root / VENV.lstrip("/") / "radeonlab-lock.txt").read_text()
+        assert "torch @ http://" in lines and "--hash=sha256:" in lines, (card, lines[:500])
         record = json.loads((h.root / "etc/radeonlab/host.json").read_text())
         assert record["host"] == h.name and record["venv"] == VENV and record["schema"] == HOST_RECORD_SCHEMA
         assert record["rocm"]["installed"], record["rocm"]  # the stand-in rocm-core wrote .info/version
@@ -67,6 +71,12 @@ def test_first_run_installs_everything(provisioned: Provisioned) -> None:
         (line,) = [m for m in matrix if f"[{h.name}]" in m]
         assert "Debian 12: AMD lists Debian only for Instinct parts" in line, line
         assert "os-support.yaml" in line, line
+    lock = stack_lock.parse_lock(
+        (provisioned.sandbox.state_dir / "locks" / "amd-rocm10.0-py3.11-torch2.13.0-lf0.9.5.txt").read_text()
+    )
+    assert {"gfx1100", "gfx1031", "gfx1201"} <= lock.targets()  # one line set per target, one lock
+    assert [p.version for p in lock.pins if p.name == "torch"] == ["2.13.0+rocm10.0.0"]
+    assert "wrote the lab's hash lock" in provisioned.first.stderr
 
 
 def test_second_run_changes_nothing(provisioned: Provisioned) -> None:

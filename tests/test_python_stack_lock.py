@@ -1,18 +1,15 @@
-"""The stack's hash locks without hosts: reading one, a host's lines, the refusals, the lock builder over
-test-made wheels, and the one line a refused file becomes (from pip's recorded output)."""
+"""The stack's hash locks without hosts: reading one, a host's lines, the refusals, the lock made from pip's
+installation report (AMD's package graph), and the one line a refused file becomes (pip's recorded output)."""
 
 from __future__ import annotations
 
-import hashlib
-import zipfile
 from pathlib import Path
 
 import pytest
 
 from radeonlab.roles.python_stack import lock as stack_lock
-from radeonlab.roles.python_stack import pip_locked
+from radeonlab.roles.python_stack import pip_locked, resolve
 from radeonlab.roles.python_stack.defaults import DEFAULTS
-from radeonlab.roles.python_stack.lockgen import lock_from_wheels, stack_roots
 
 FIXTURES = Path(__file__).parent / "fixtures" / "pip"
 H = {c: c * 64 for c in "abcdef0123"}
@@ -48,9 +45,6 @@ def test_the_lock_key_names_every_axis_of_the_stack() -> None:
     assert stack_lock.lock_key(DEFAULTS, "10.0.0", "3.11.2") == "amd-rocm10.0-py3.11-torch2.13.0-lf0.9.5"
     pt = {**DEFAULTS, "pytorch_source": "pytorch"}
     assert stack_lock.lock_key(pt, "7.2.4", "3.12") == "pytorch-rocm7.2-py3.12-torch2.13.0-lf0.9.5"
-    assert stack_lock.lockgen_command(pt, "7.2.4", "3.12.3") == (
-        "python -m radeonlab.roles.python_stack.lockgen --source pytorch --rocm 7.2.4 --python 3.12"
-    )
 
 
 def _write_lock(tmp_path: Path, data: dict, pins: list[str]) -> dict:
@@ -66,25 +60,26 @@ STACK_PINS = [
 ]
 
 
-def test_a_current_lock_loads_and_a_changed_pin_is_refused_with_the_command(tmp_path: Path) -> None:
+def test_a_current_lock_loads_and_a_changed_pin_is_refused_with_the_fix(tmp_path: Path) -> None:
     data = _write_lock(tmp_path, dict(DEFAULTS), STACK_PINS)
-    assert stack_lock.load_lock(data, "10.0", "3.11", []).key == "amd-rocm10.0-py3.11-torch2.13.0-lf0.9.5"
+    lock = stack_lock.load_lock(data, "10.0", "3.11", [], "/nowhere")
+    assert lock.key == "amd-rocm10.0-py3.11-torch2.13.0-lf0.9.5"
+    assert stack_lock.covers(lock, data, [], []) and not stack_lock.covers(lock, data, ["gfx1100"], [])
     moved = [p.replace("peft==0.18.1", "peft==0.18.2") for p in data["python_stack_requirements"]]
     with pytest.raises(ValueError) as refused:
-        stack_lock.load_lock({**data, "python_stack_requirements": moved}, "10.0", "3.11", [])
+        stack_lock.load_lock({**data, "python_stack_requirements": moved}, "10.0", "3.11", [], "/nowhere")
     assert str(refused.value).startswith("peft==0.18.2 pinned but not in the hash lock")
-    assert (
-        "run `python -m radeonlab.roles.python_stack.lockgen --source amd --rocm 10.0 --python 3.11`"
-        in str(refused.value)
-    )
+    assert "python_stack_lock_refresh: true" in str(refused.value)
     with pytest.raises(ValueError, match="tensorboard==2.21.0 pinned but not in the hash lock"):
-        stack_lock.load_lock(data, "10.0", "3.11", ["tensorboard"])  # an extra the lock lacks
+        stack_lock.load_lock(data, "10.0", "3.11", ["tensorboard"], "/nowhere")  # an extra the lock lacks
 
 
-def test_no_lock_for_the_stack_is_refused_with_the_command(tmp_path: Path) -> None:
-    data = {**DEFAULTS, "python_stack_lock_dir": str(tmp_path)}
-    with pytest.raises(ValueError, match=r"no hash lock for the stack amd-rocm10.0-py3.11.*run `python -m"):
-        stack_lock.load_lock(data, "10.0", "3.11", [])
+def test_no_lock_yet_says_the_first_deploy_makes_it_beside_the_inventory(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"no hash lock for the stack amd-rocm10.0-py3.11.*deploy one host"):
+        stack_lock.load_lock(dict(DEFAULTS), "10.0", "3.11", [], str(tmp_path))
+    key = stack_lock.lock_key(DEFAULTS, "10.0", "3.11")
+    assert stack_lock.lock_path(DEFAULTS, key, str(tmp_path)) == tmp_path / "locks" / f"{key}.txt"
+    assert stack_lock.lab_lock_dir({"python_stack_lock_dir": "/lab"}, str(tmp_path)) == Path("/lab")
 
 
 def test_install_runs_only_when_the_venv_differs_from_the_lock() -> None:
@@ -101,53 +96,126 @@ def test_install_runs_only_when_the_venv_differs_from_the_lock() -> None:
     ]
 
 
-# --- the lock builder over test-made wheels ---------------------------------------------------------------
-def _wheel(folder: Path, name: str, version: str, requires: list[str]) -> Path:
-    path = folder / f"{name.replace('-', '_')}-{version}-py3-none-any.whl"
-    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-    meta += "".join(f"Requires-Dist: {r}\n" for r in requires)
-    with zipfile.ZipFile(path, "w") as z:
-        z.writestr(f"{name.replace('-', '_')}-{version}.dist-info/METADATA", meta)
-    return path
+# --- the lock from pip's installation report ---------------------------------------------------------------
+def _item(name: str, version: str, requires: list[str], sha: str, requested: bool = False) -> dict:
+    """One `install` entry of pip's report (format version 1, as pip 23 writes it)."""
+    url = f"http://10.0.0.5:8765/pypi/files/{name}-{version}.whl"
+    return {
+        "download_info": {"url": f"{url}#sha256={sha}", "archive_info": {"hashes": {"sha256": sha}}},
+        "requested": requested,
+        "metadata": {"name": name, "version": version, "requires_dist": requires},
+    }
 
 
-def test_the_builder_sorts_lines_by_who_needs_them(tmp_path: Path) -> None:
-    made = [
-        _wheel(
-            tmp_path,
+# AMD's graph (amdworld/python-packages.yaml): torch -> rocm[libraries]; torch[device-T] -> amd-torch-device-T
+# -> rocm-sdk-device-T -> rocm-sdk-libraries. `rocm` is an sdist: pip reports the metadata of its build.
+REPORT = {
+    "version": "1",
+    "environment": {"python_version": "3.11", "sys_platform": "linux", "platform_system": "Linux"},
+    "install": [
+        _item(
             "torch",
             "2.13.0+rocm10.0.0",
-            ['rocm-sdk-device-gfx1100==10.0; extra == "device-gfx1100"', "sympy"],
+            [
+                "rocm[libraries]==10.0.0",
+                "sympy",
+                'amd-torch-device-gfx1100==2.13.0+rocm10.0.0; extra == "device-gfx1100"',
+                'amd-torch-device-gfx1201==2.13.0+rocm10.0.0; extra == "device-gfx1201"',
+            ],
+            H["a"],
+            True,
         ),
-        _wheel(tmp_path, "torch", "2.13.0+cpu", []),  # another build of the same version: not locked
-        _wheel(tmp_path, "sympy", "1.14.0", ['colorama; sys_platform == "win32"']),
-        _wheel(tmp_path, "rocm-sdk-device-gfx1100", "10.0", []),
-        _wheel(tmp_path, "peft", "0.18.1", ["torch>=2.0"]),
-        _wheel(tmp_path, "llamafactory", "0.9.5", ["gradio"]),  # installed --no-deps: gradio never asked for
-        _wheel(tmp_path, "tensorboard", "2.21.0", ["protobuf"]),
-        _wheel(tmp_path, "protobuf", "7.36.2", []),
-        _wheel(tmp_path, "stray", "1.0", []),
-    ]
-    roots = ["torch==2.13.0+rocm10.0.0", "peft==0.18.1", "llamafactory==0.9.5"]
-    lock = lock_from_wheels(made, roots, {"tensorboard": "tensorboard==2.21.0"}, "3.11", "k", ["# h"])
-    got = {(p.name, p.version): (p.target, p.extras) for p in lock.pins}
+        _item(
+            "rocm",
+            "10.0.0",
+            [
+                "rocm-sdk-core==10.0.0",
+                'rocm-sdk-libraries==10.0.0; extra == "libraries"',
+                'rocm-sdk-device-gfx1100==10.0.0; extra == "device-gfx1100"',
+            ],
+            H["b"],
+        ),
+        _item("rocm-sdk-core", "10.0.0", [], H["c"]),
+        _item("rocm-sdk-libraries", "10.0.0", [], H["d"]),
+        _item("amd-torch-device-gfx1100", "2.13.0+rocm10.0.0", ["rocm-sdk-device-gfx1100==10.0.0"], H["e"]),
+        _item("amd-torch-device-gfx1201", "2.13.0+rocm10.0.0", ["rocm-sdk-device-gfx1201==10.0.0"], H["e"]),
+        _item("rocm-sdk-device-gfx1100", "10.0.0", ["rocm-sdk-libraries==10.0.0"], H["f"]),
+        _item("rocm-sdk-device-gfx1201", "10.0.0", ["rocm-sdk-libraries==10.0.0"], H["0"]),
+        _item("sympy", "1.14.0", ['colorama; sys_platform == "win32"'], H["1"]),
+        _item("peft", "0.18.1", ["torch>=2.0"], H["2"], True),
+        _item("tensorboard", "2.21.0", ["protobuf"], H["3"], True),
+        _item("protobuf", "7.36.2", [], H["3"]),
+    ],
+}
+NO_DEPS_REPORT = {"version": "1", "install": [_item("llamafactory", "0.9.5", ["gradio"], H["1"], True)]}
+
+
+def test_the_report_becomes_lines_sorted_by_who_needs_them() -> None:
+    roots = resolve.Roots(
+        ["torch==2.13.0+rocm10.0.0", "peft==0.18.1", "llamafactory==0.9.5"],
+        {t: [f"torch[device-{t}]==2.13.0+rocm10.0.0"] for t in ("gfx1100", "gfx1201")},
+        {"tensorboard": ["tensorboard==2.21.0"]},
+    )
+    pins = resolve.pins_from_reports([REPORT, NO_DEPS_REPORT], roots)
+    got = {p.name: (p.target, p.extras) for p in pins}
     assert got == {
-        ("llamafactory", "0.9.5"): ("", ()),
-        ("peft", "0.18.1"): ("", ()),
-        ("sympy", "1.14.0"): ("", ()),
-        ("torch", "2.13.0+rocm10.0.0"): ("", ()),
-        ("protobuf", "7.36.2"): ("", ("tensorboard",)),
-        ("tensorboard", "2.21.0"): ("", ("tensorboard",)),
-        ("rocm-sdk-device-gfx1100", "10.0"): ("gfx1100", ()),
+        "torch": ("", ()),
+        "rocm": ("", ()),  # the sdist selector, every host
+        "rocm-sdk-core": ("", ()),
+        "rocm-sdk-libraries": ("", ()),
+        "sympy": ("", ()),
+        "peft": ("", ()),
+        "llamafactory": ("", ()),  # its gradio is never asked for (--no-deps)
+        "amd-torch-device-gfx1100": ("gfx1100", ()),
+        "rocm-sdk-device-gfx1100": ("gfx1100", ()),
+        "amd-torch-device-gfx1201": ("gfx1201", ()),
+        "rocm-sdk-device-gfx1201": ("gfx1201", ()),
+        "tensorboard": ("", ("tensorboard",)),
+        "protobuf": ("", ("tensorboard",)),
     }
-    torch = next(p for p in lock.pins if p.name == "torch")
-    assert torch.sha256 == hashlib.sha256(made[0].read_bytes()).hexdigest()
+    torch = next(p for p in pins if p.name == "torch")
+    assert (
+        torch.sha256 == H["a"] and torch.url == "http://10.0.0.5:8765/pypi/files/torch-2.13.0+rocm10.0.0.whl"
+    )
+    lock = stack_lock.Lock("k", resolve.header("k", "lab1", ["http://i/simple"], "/l/k.txt"), tuple(pins))
+    again = stack_lock.parse_lock(lock.text(), "k")
+    assert again == lock and again.indexes == ("http://i/simple",)  # markers and URLs round-trip
+    mine = again.for_host(["gfx1201"], [])
+    assert "amd-torch-device-gfx1100" not in {p.name for p in mine}
+    by_url = again.install_text(mine, by_url=True).splitlines()
+    assert f"torch @ {torch.url} --hash=sha256:{H['a']}" in by_url
+    assert f"torch==2.13.0+rocm10.0.0 --hash=sha256:{H['a']}" in again.install_text(mine, False).splitlines()
 
 
-def test_stack_roots_are_the_pins_without_device_extras() -> None:
-    roots = stack_roots(DEFAULTS, "10.0")
-    assert roots[0] == "torch==2.13.0+rocm10.0.0" and roots[-1] == "llamafactory==0.9.5"
-    assert "peft==0.18.1" in roots and not any("[" in r for r in roots)
+def test_a_requirement_the_report_lacks_or_a_file_without_hash_is_one_line() -> None:
+    roots = resolve.Roots(["torch==2.13.0+rocm10.0.0", "accelerate==1.11.0"], {}, {})
+    with pytest.raises(ValueError, match="pip's report has no accelerate"):
+        resolve.pins_from_reports([REPORT], roots)
+    bare = {"install": [{**_item("torch", "2.13.0", [], H["a"]), "download_info": {"url": "x"}}]}
+    with pytest.raises(ValueError, match="no sha256 for torch"):
+        resolve.pins_from_reports([bare], resolve.Roots(["torch==2.13.0"], {}, {}))
+
+
+def test_another_target_merges_into_the_lock_without_duplicates() -> None:
+    old = stack_lock.parse_lock(LOCK).pins
+    new = [
+        stack_lock.Pin("peft", "0.18.1", H["b"]),
+        stack_lock.Pin("rocm-sdk-device-gfx1151", "10.0.0", H["1"], target="gfx1151"),
+        stack_lock.Pin("protobuf", "7.36.2", H["f"], extras=("mlflow",)),
+    ]
+    merged = {(p.name, p.target, p.extras) for p in resolve.merge(old, new)}
+    assert ("rocm-sdk-device-gfx1151", "gfx1151", ()) in merged and ("peft", "", ()) in merged
+    assert ("protobuf", "", ("mlflow", "tensorboard", "wandb")) in merged
+    assert len(merged) == len(old) + 1
+
+
+def test_stack_roots_are_the_pins_with_one_device_extra_per_target() -> None:
+    roots = resolve.stack_roots(DEFAULTS, "10.0", ["gfx1100"], ["tensorboard"])
+    assert roots.common[0] == "torch==2.13.0+rocm10.0.0" and roots.common[-1] == "llamafactory==0.9.5"
+    assert "peft==0.18.1" in roots.common and not any("[" in r for r in roots.common)
+    assert roots.targets["gfx1100"][0] == "torch[device-gfx1100]==2.13.0+rocm10.0.0"
+    assert roots.extras == {"tensorboard": ["tensorboard==2.21.0"]}
+    assert "llamafactory==0.9.5" not in roots.all()  # installed --no-deps, in its own step
 
 
 # --- the one line a refused file becomes --------------------------------------------------------------------
@@ -160,6 +228,18 @@ def test_pips_hash_mismatch_becomes_one_line_with_file_hashes_and_host() -> None
         "was installed"
     ]
     assert pip_locked.mismatch_lines("ERROR: No matching distribution found for peft==9") == []
+    # a line by URL (a lock made by the deploy), as pip 23.2 words it
+    by_url = (
+        "ERROR: THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS FILE. If you ...\n"
+        "    idna@ http://127.0.0.1:8799/idna-3.20-py3-none-any.whl from "
+        "http://127.0.0.1:8799/idna-3.20-py3-none-any.whl (from -r r.txt (line 1)):\n"
+        f"        Expected sha256 {H['a']}\n"
+        f"             Got        {H['b']}\n"
+    )
+    assert pip_locked.mismatch_lines(by_url) == [
+        "radeonlab: hash mismatch: idna-3.20-py3-none-any.whl from 127.0.0.1:8799: "
+        f"expected sha256 {H['a']}, received {H['b']}; nothing from this install was installed"
+    ]
 
 
 def test_a_cache_refusal_becomes_one_line_with_the_locks_hash_and_the_caches() -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
+import sys
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -83,10 +85,19 @@ def test_index_layout_and_simulated_markers(index: wheels.WheelIndexInfo) -> Non
     with zipfile.ZipFile(amd) as z:
         metadata = z.read("torch-2.13.0+rocm10.0.0.dist-info/METADATA").decode()
         assert z.read(amdwheels.TORCH_REPACK_MARKER).startswith(b"SIMULATED")
+        assert b"import rocm_sdk" in z.read(amdwheels.ROCM_INIT)  # torch/__init__.py calls its initialize()
+    # AMD's graph (amdworld/python-packages.yaml): torch -> rocm[libraries]; device-T -> amd-torch-device-T
+    assert "Summary: SIMULATED" in metadata and "Requires-Dist: rocm[libraries]==10.0.0" in metadata
     assert "Provides-Extra: device-gfx1151" in metadata
-    assert 'Requires-Dist: rocm-sdk-device-gfx1151==10.0.0; extra == "device-gfx1151"' in metadata
+    assert 'Requires-Dist: amd-torch-device-gfx1151==2.13.0+rocm10.0.0; extra == "device-gfx1151"' in metadata
+    assert "2.14.0+rocm10.1.0" in torch_page  # every release the data pairs with a torch
     with zipfile.ZipFile(index.files["rocm-sdk-device-gfx1100"]) as z:
         assert z.read("rocm_sdk_device_gfx1100/SIMULATED.txt").startswith(b"SIMULATED")
+        assert (
+            "Requires-Dist: rocm-sdk-libraries=="
+            in z.read(next(n for n in z.namelist() if n.endswith("METADATA"))).decode()
+        )
+    assert index.files["rocm"].name.endswith(".tar.gz")  # AMD publishes the selector only as an sdist
     with zipfile.ZipFile(index.files["torchaudio"]) as z:
         names = z.namelist()
         record = z.read(next(n for n in names if n.endswith("RECORD"))).decode()
@@ -129,23 +140,30 @@ def test_missing_wheels_are_downloaded_and_counted(tmp_path: Path, monkeypatch: 
 
 
 @pytest.mark.slow
-def test_the_sandbox_locks_cover_what_it_serves_and_agree_with_lockgen(
+def test_one_resolution_over_the_index_locks_what_it_serves_by_target(
     index: wheels.WheelIndexInfo, tmp_path: Path
 ) -> None:
-    """The sandbox's own locks (metadata of the served files) and the maintainers' command (pip's resolver
-    over the same index, as a file: URL) lock exactly the same files."""
-    from radeonlab.roles.python_stack import lock as stack_lock
-    from radeonlab.roles.python_stack import lockgen
+    """The sandbox makes no lock: the product's resolution step (pip's report, roles/python_stack/resolve.py)
+    over the served index locks served files only, AMD's (SIMULATED) torch once, the device package on its
+    target's line."""
+    from radeonlab.roles.python_stack import resolve
 
-    assert index.locks_dir is not None
-    amd = stack_lock.parse_lock((index.locks_dir / "amd-rocm10.0-py3.11-torch2.13.0-lf0.9.5.txt").read_text())
-    served = {f.name: wheels.sha256_file(f) for f in (index.root / "files").iterdir()}
-    assert {p.sha256 for p in amd.pins} <= set(served.values())
-    torch = [p.version for p in amd.pins if p.name == "torch"]
-    assert torch == ["2.13.0+rocm10.0.0"]  # one torch: AMD's (SIMULATED) build, not the CPU one beside it
-    pt = (index.locks_dir / "pytorch-rocm7.2-py3.11-torch2.13.0-lf0.9.5.txt").read_text()
-    assert [p.version for p in stack_lock.parse_lock(pt).pins if p.name == "torch"] == ["2.13.0+cpu"]
     url = index.simple_dir.as_uri()
     data = {**DEFAULTS, "python_stack_index_url": url, "pytorch_index_url": url}
-    made = stack_lock.parse_lock(lockgen.generate(data, "10.0", "3.11", tmp_path).read_text())
-    assert sorted(p.line() for p in made.pins) == sorted(p.line() for p in amd.pins)
+    roots = resolve.stack_roots(data, "10.0", ["gfx1100"], [])
+    reports = []
+    for name, args in (("all", roots.all()), ("no-deps", ["--no-deps", roots.common[-1]])):
+        out = tmp_path / f"{name}.json"
+        pip = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet"]
+        pip += ["--report", str(out), "--index-url", url, *args]
+        subprocess.run(pip, check=True, env=wheels.isolated_pip_env())
+        reports.append(json.loads(out.read_text()))
+    pins = resolve.pins_from_reports(reports, roots)
+    served = {wheels.sha256_file(f) for f in (index.root / "files").iterdir()}
+    assert {p.sha256 for p in pins} <= served
+    assert [p.version for p in pins if p.name == "torch"] == [
+        "2.13.0+rocm10.0.0"
+    ]  # not the CPU one beside it
+    # AMD's graph: torch[device-gfx1100] -> amd-torch-device-gfx1100 -> rocm-sdk-device-gfx1100
+    assert {p.name for p in pins if p.target} == {"amd-torch-device-gfx1100", "rocm-sdk-device-gfx1100"}
+    assert all(p.url.startswith(url.rsplit("/", 1)[0]) for p in pins)

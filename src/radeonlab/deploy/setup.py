@@ -82,9 +82,13 @@ def provision(after_reboot: bool = False) -> None:
         # the record.
         grant_gpu_access(check_devices=not cpu_only)
         sources = setup_wheel_cache()
-        logger.info(f"{host.name}: installs the Python stack from the hash lock {lock_file(sources)}")
+        lock = lock_file(sources)
+        if lock.exists():
+            logger.info(f"{host.name}: installs the Python stack from the hash lock {lock}")
+        else:
+            logger.info(f"{host.name}: no hash lock for its Python stack yet: the first deploy writes {lock}")
         install_python_stack(sources=sources, gfx_targets=targets)
-        verify_host(gpus, cpu_only=cpu_only)
+        verify_host(gpus, cpu_only=cpu_only, device_targets=targets)
 
     # 4. Slurm, after every record is written (slurm.conf is made from them); nothing without its groups.
     setup_slurm(gpus)

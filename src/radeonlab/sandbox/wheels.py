@@ -5,9 +5,9 @@ Served from `www/pypi/` by the sandbox's web server; the product is pointed at i
 settings (`pytorch_index_url`, `python_stack_index_url`, see `WheelIndexInfo.settings`).
 
 Three parts are SIMULATED and say so in the served README and index pages:
-- AMD's multi-arch torch: the same CPU wheel repacked as 2.13.0+rocm10.0.0 with one `device-gfxNNNN` extra
-  per target AMD's index has, each pulling a stand-in `rocm-sdk-device-gfxNNNN` wheel (a marker file, no
-  device code), so pip resolves `torch[device-gfx1100]==2.13.0+rocm10.0.0` as it does against AMD's index.
+- AMD's aggregate index, generated from amdworld/*.yaml by amdwheels.py (never from the product's tables):
+  torch <torch>+rocm<V> per release (the CPU wheel repacked), the `rocm` selector sdist, stand-in rocm-sdk-*
+  and amd-torch-device-* wheels, so pip resolves `torch[device-gfx1100]==...` through AMD's graph.
 - torch is this machine's CPU wheel (/opt/wheels/torch-<version>+cpu-...) standing in for the ROCm build a
   real workstation gets from PyTorch's ROCm index (whl/rocm<series>).
 - torchaudio is PyPI's wheel (a CUDA build whose native libraries fail beside CPU torch) repacked without
@@ -40,9 +40,8 @@ from pathlib import Path
 
 from radeonlab.roles.python_stack.defaults import DEFAULTS
 from radeonlab.sandbox import config
-from radeonlab.sandbox.amdwheels import amd_standins
+from radeonlab.sandbox.amdwheels import amd_index
 from radeonlab.sandbox.wheelfiles import cache_dir, record_hash, sha256_file
-from radeonlab.sandbox.wheellocks import write_stack_locks
 
 # --- data -------------------------------------------------------------------------------------------------
 PYPI_INDEX_URL = "https://pypi.org/simple"
@@ -319,11 +318,14 @@ def _repacked(src: Path, src_sha256: str) -> Path:
 class WheelIndexInfo:
     root: Path  # www/pypi
     files: dict[str, Path] = field(default_factory=dict)  # normalized project name -> served wheel
-    amd_torch: Path | None = None  # the SIMULATED AMD multi-arch torch (also served on the torch page)
-    locks_dir: Path | None = None  # hash locks over these files (wheellocks.py)
+    amd_torches: dict[str, Path] = field(default_factory=dict)  # ROCm version -> SIMULATED AMD torch
+    locks_dir: Path | None = None  # where the deploy writes the lab's locks (none made here)
     downloaded_bytes: int = 0  # fetched from outside the lab (PyPI) by this build
     served_bytes: int = 0
     seconds: float = 0.0
+
+    def amd_torch(self, rocm_version: str) -> Path:  # the SIMULATED AMD torch of "10.0" or "10.0.0"
+        return next(p for v, p in self.amd_torches.items() if f"{v}.".startswith(f"{rocm_version}."))
 
     @property
     def simple_dir(self) -> Path:
@@ -338,7 +340,7 @@ class WheelIndexInfo:
             "pytorch_index_url": index,
             "python_stack_index_url": index,
             "python_stack_allow_cpu_torch": True,
-            "python_stack_lock_dir": str(self.locks_dir or ""),  # the locks the sandbox made for these
+            "python_stack_lock_dir": str(self.locks_dir or ""),  # the lab's lock, made by the first deploy
         }
 
 
@@ -370,13 +372,12 @@ def build_wheel_index(state_dir: Path = config.STATE_DIR) -> WheelIndexInfo:
     hashes["torchaudio"] = sha256_file(files["torchaudio"])
     files["torch"] = local_torch_wheel()
     hashes["torch"] = sha256_file(files["torch"])
-    extra: dict[str, list[Path]] = {}  # more wheels of a project already listed (torch: the AMD repack)
-    for key, path in amd_standins(files["torch"]).items():
-        if key == "torch-amd":
-            extra["torch"] = [path]
-        else:
-            files[key] = path
-            hashes[key] = sha256_file(path)
+    extra: dict[str, list[Path]] = {}  # more files of a project (torch: the AMD repacks, one per release)
+    for name, paths in amd_index(files["torch"]).items():  # SIMULATED AMD index, from amdworld/*.yaml
+        if name not in files:
+            files[name], paths = paths[0], paths[1:]
+            hashes[name] = sha256_file(files[name])
+        extra[name] = paths
 
     root = config.www_dir(state_dir) / "pypi"
     if root.exists():
@@ -390,13 +391,12 @@ def build_wheel_index(state_dir: Path = config.STATE_DIR) -> WheelIndexInfo:
             note = "<p>SIMULATED: CPU builds standing in for the ROCm builds (one repacked as AMD's).</p>\n"
         elif name == "torchaudio":
             note = "<p>SIMULATED: repack without CUDA native libraries.</p>\n"
-        elif name.startswith("rocm-sdk-device-"):
-            note = "<p>SIMULATED: a stand-in with no device code.</p>\n"
+        elif name == "rocm" or name.startswith(("rocm-sdk-", "amd-torch-device-")):
+            note = "<p>SIMULATED: AMD's package as amdworld/python-packages.yaml says, no ROCm code.</p>\n"
         links = []
         for wheel in (src, *extra.get(name, [])):
             _link(wheel, root / "files" / wheel.name)
-            digest = hashes[name] if wheel == src else sha256_file(wheel)
-            href = f"../../files/{wheel.name}#sha256={digest}"
+            href = f"../../files/{wheel.name}#sha256={hashes[name] if wheel == src else sha256_file(wheel)}"
             links.append(f'<a href="{html.escape(href)}">{html.escape(wheel.name)}</a><br>')
         page = _page(f"Links for {name}", [note + "\n".join(links)])
         (root / "simple" / name).mkdir()
@@ -405,8 +405,8 @@ def build_wheel_index(state_dir: Path = config.STATE_DIR) -> WheelIndexInfo:
     (root / "simple" / "index.html").write_text(_page("Simple index", root_links))
     all_files = [*files.values(), *(w for ws in extra.values() for w in ws)]
     served = sum(f.stat().st_size for f in all_files)
-    amd = extra["torch"][0] if extra.get("torch") else None
-    locks = write_stack_locks(all_files, Path(state_dir) / "locks", SANDBOX_EXTRAS, files["torch"])
+    amd = {w.name.split("-")[1].split("+rocm", 1)[1]: w for w in extra.get("torch", [])}
+    locks = Path(state_dir) / "locks"
     return WheelIndexInfo(root, files, amd, locks, downloaded, served, time.monotonic() - start)
 
 

@@ -3,23 +3,24 @@
 from __future__ import annotations
 
 import io
+import os
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyinfra import host
+from pyinfra import host, state
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.server import Home, LinuxDistribution
-from pyinfra.operations import apt, files, pip, server
+from pyinfra.operations import apt, files, pip, python, server
 
 from radeonlab.roles import privilege
 from radeonlab.roles.privilege import as_root
+from radeonlab.roles.python_stack import firstlock, plan
 from radeonlab.roles.python_stack import lock as stack_lock
-from radeonlab.roles.python_stack import plan
 from radeonlab.roles.python_stack.defaults import DEFAULTS
 from radeonlab.roles.python_stack.facts import InstalledDistributions, PythonVersion, UserGroups
 from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
@@ -73,14 +74,19 @@ def settings() -> dict[str, Any]:
     return {key: host.data.get(key, default) for key, default in DEFAULTS.items()}
 
 
+def run_dir() -> str:
+    """The directory pyinfra runs in: the lab's locks are kept in its `locks/` (python_stack_lock_dir)."""
+    return str(state.cwd or os.getcwd())
+
+
 def lock_file(sources: Mapping[str, Any] | None = None) -> Path:
-    """The hash lock this host's stack is installed from (facts only; install_python_stack refuses a
-    missing or stale one)."""
+    """The hash lock this host's stack is installed from: the repository's, else the lab's (made by the
+    first deploy of the stack when missing). Facts only."""
     data = {**settings(), **(sources or {})}
     rocm_version = str(host.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"]))
     try:
         _, python_minor = _python_choice(data)
-        return stack_lock.lock_path(data, stack_lock.lock_key(data, rocm_version, python_minor))
+        return stack_lock.lock_path(data, stack_lock.lock_key(data, rocm_version, python_minor), run_dir())
     except ValueError as e:
         raise DeployError(f"{host.name}: {e}") from None
 
@@ -102,63 +108,113 @@ def install_python_stack(
         plan.extras_pins(data)  # a name without a pinned version stops here, before anything changes
         plan.torch_request(data, rocm_version, targets)  # so does what the torch source cannot serve
         choice, python_minor = _python_choice(data)
-        # The hash lock of this stack: none, or a pin changed without a new lock, stops here too.
-        lock = stack_lock.load_lock(data, rocm_version, python_minor, extras)
     except ValueError as e:
         raise DeployError(f"{host.name}: {e}") from None
-    pins = lock.for_host(targets, extras)
-    if data.get("pytorch_source", "amd") == "amd" and (
-        missing := sorted(set(targets) - {p.target for p in pins if p.target})
-    ):
-        raise DeployError(
-            f"{host.name}: the hash lock {lock.key} has no device package for {', '.join(missing)}: run "
-            f"`{stack_lock.lockgen_command(data, rocm_version, python_minor)}`"
+    key = stack_lock.lock_key(data, rocm_version, python_minor)
+    path = stack_lock.lock_path(data, key, run_dir())
+    lock = stack_lock.parse_lock(path.read_text(), key) if path.exists() else None
+    committed = path.parent == stack_lock.LOCKS_DIR
+    if lock is not None and committed and not stack_lock.covers(lock, data, targets, extras):
+        stale = ", ".join(stack_lock.stale_pins(lock, data, extras)) or "a GPU target of this host"
+        raise DeployError(  # the repository's lock is a reviewed promise: never rewritten by a deploy
+            f"{host.name}: the committed hash lock {path} lacks {stale}: remove it to let the deploy resolve "
+            "the stack into the lab's lock, or commit a new one"
         )
-    python = _ensure_python(data, choice)
+    if sources and not (lock is not None and stack_lock.covers(lock, data, targets, extras)):
+        # The lab wheel cache serves the lab's lock and nothing else: no resolution can go through it.
+        try:
+            stack_lock.load_lock(data, rocm_version, python_minor, extras, run_dir())
+            why = f"the hash lock {path} has no device package for {', '.join(targets)}"
+        except ValueError as e:
+            why = str(e)
+        raise DeployError(
+            f"{host.name}: {why}; through the lab wheel cache only the lab's lock is served: deploy without "
+            "wheel_cache_host once to resolve the stack (python_stack_lock_refresh: true for a changed pin)"
+        )
+    if lock is not None and data.get("python_stack_lock_refresh") and not committed:
+        lock = None  # resolved again at execution time (firstlock.py)
+    python_bin = _ensure_python(data, choice)
 
-    for path, mode in (
+    for path_, mode in (
         (str(Path(paths.venv).parent), DIRECTORY_MODES["venv_parent"]),
         (paths.jobs_dir, DIRECTORY_MODES["jobs_dir"]),
         (paths.model_cache, DIRECTORY_MODES["jobs_dir"]),
     ):
         files.directory(
-            name=f"Create {path}",
-            path=path,
+            name=f"Create {path_}",
+            path=path_,
             present=True,
             user=paths.user,
             group=paths.group,
             mode=mode,
             **as_user,
         )
-    pip.venv(name=f"Create the venv {paths.venv}", path=paths.venv, python=python, **as_user)
-    _install_locked(data, paths, lock, pins, rocm_version, as_user)
+    pip.venv(name=f"Create the venv {paths.venv}", path=paths.venv, python=python_bin, **as_user)
+    index_args, indexes = _index_args(data, rocm_version)
+    runner = f"{paths.venv}/{RUNNER_FILE}"
+    files.put(  # as root, then owned by the training user: a put as another sudo user needs setfacl
+        name="Write the locked pip runner",
+        src=str(Path(__file__).with_name("pip_locked.py")),
+        dest=runner,
+        user=paths.user,
+        group=paths.group,
+        mode="644",
+        **as_root(),
+    )
+    install = [paths.python, runner, paths.python, "-m", "pip", "install", "--require-hashes", "--no-deps"]
+    install += ["--disable-pip-version-check", *index_args]
+    if lock is not None and stack_lock.covers(lock, data, targets, extras):
+        _install_locked(paths, lock, lock.for_host(targets, extras), install, indexes, as_user)
+        return
+    job = firstlock.Job(
+        key, str(stack_lock.lab_lock_dir(data, run_dir()) / f"{key}.txt"), data, rocm_version, targets,
+        extras, paths.python, paths.venv, paths.user, paths.group, index_args, indexes, install,
+        root_args=as_root(), user_args=as_user,
+    )  # fmt: skip
+    python.call(
+        name=f"Resolve the stack {key} into the lab's hash lock (none covers this host yet) and install "
+        "from it",
+        function=firstlock.resolve_and_install,
+        job=job,
+    )
+
+
+def _index_args(data: dict[str, Any], rocm_version: str) -> tuple[list[str], list[str]]:
+    """pip's index options for this stack, and the index URLs (what a lock records it was made from)."""
+    args = ["--index-url", str(data["python_stack_index_url"])]
+    indexes = [str(data["python_stack_index_url"])]
+    torch_index = plan.torch_index_url(data, rocm_version)
+    if torch_index != data["python_stack_index_url"]:
+        args += ["--extra-index-url", torch_index]
+        indexes.append(torch_index)
+    for link in data["pytorch_find_links"]:
+        args += ["--find-links", str(link)]
+        indexes.append(str(link))
+    return args, indexes
 
 
 def _install_locked(
-    data: dict[str, Any],
     paths: StackPaths,
     lock: stack_lock.Lock,
     pins: list[stack_lock.Pin],
-    rocm_version: str,
+    install: list[str],
+    indexes: list[str],
     as_user: dict[str, Any],
 ) -> None:
     """This host's lines of the lock, installed with `pip --require-hashes --no-deps` through pip_locked.py
-    (one line per refused file): exactly the locked files, or nothing. Runs only when the venv differs
-    from the lock (InstalledDistributions: every locked name's version)."""
-    lock_file, runner = f"{paths.venv}/{LOCK_FILE}", f"{paths.venv}/{RUNNER_FILE}"
-    for src, dest, what in (
-        (io.StringIO(lock.text(pins)), lock_file, f"this host's lines of the hash lock {lock.key}"),
-        (str(Path(__file__).with_name("pip_locked.py")), runner, "the locked pip runner"),
-    ):
-        files.put(  # as root, then owned by the training user: a put as another sudo user needs setfacl
-            name=f"Write {what}",
-            src=src,
-            dest=dest,
-            user=paths.user,
-            group=paths.group,
-            mode="644",
-            **as_root(),
-        )
+    (one line per refused file): exactly the locked files, or nothing. From the indexes the lock was made
+    from, by the recorded URLs (no index page read); else by name. Runs only when the venv differs from
+    the lock (InstalledDistributions: every locked name's version)."""
+    lock_file = f"{paths.venv}/{LOCK_FILE}"
+    files.put(
+        name=f"Write this host's lines of the hash lock {lock.key}",
+        src=io.StringIO(lock.install_text(pins, tuple(indexes) == lock.indexes)),
+        dest=lock_file,
+        user=paths.user,
+        group=paths.group,
+        mode="644",
+        **as_root(),
+    )
     installed = host.get_fact(
         InstalledDistributions, python=paths.python, names=sorted({p.name for p in pins}), **as_user
     )
@@ -167,18 +223,10 @@ def _install_locked(
     if not reasons:
         host.noop(f"the Python stack already matches the hash lock {lock.key} ({len(pins)} distributions)")
         return
-    args = [paths.python, runner, paths.python, "-m", "pip", "install", "--require-hashes", "--no-deps"]
-    args += ["--disable-pip-version-check", "--index-url", str(data["python_stack_index_url"])]
-    torch_index = plan.torch_index_url(data, rocm_version)
-    if torch_index != data["python_stack_index_url"]:
-        args += ["--extra-index-url", torch_index]  # the hashes decide what is accepted, not the index
-    for link in data["pytorch_find_links"]:
-        args += ["--find-links", str(link)]
-    args += ["-r", lock_file]
     server.shell(
         name=f"Install the hash-locked stack {lock.key} ({'; '.join(reasons[:3])}"
         f"{' ...' if len(reasons) > 3 else ''})",
-        commands=[shlex.join(args)],
+        commands=[shlex.join([*install, "-r", lock_file])],
         **as_user,
     )
 

@@ -185,10 +185,11 @@ DEFAULTS: dict[str, object] = {
         # oauthlib, click and markdown beside the pins above without changing any of them.
         "apprise==2.2.0",
     ],
-    # Where the stack's hash locks are (a folder on the machine running the deploy, one file per stack: see
-    # roles/python_stack/lock.py and locks/README.md). Empty: the locks kept in the repository
-    # (roles/python_stack/locks/). Everything the role installs comes from the host's lines of that lock,
-    # `pip install --require-hashes --no-deps`: a file whose sha256 differs is refused.
+    # Where the lab's hash locks are read and written (a folder on the machine running the deploy, one file
+    # per stack: roles/python_stack/lock.py). Empty: `locks/` in the directory pyinfra runs in (beside the
+    # inventory). With no lock for its stack (none committed in roles/python_stack/locks/, none here) the
+    # first host resolves the stack once and writes it; everything then installs from the host's lines of
+    # that lock, `pip install --require-hashes --no-deps`: a file whose sha256 differs is refused.
     "python_stack_lock_dir": "",
     # Optional packages this host's venv gets besides the stack, by name (PyPI spelling, e.g. ["tensorboard",
     # "wandb"]): each at its version in python_stack_extras_versions below (a name not pinned there stops the
@@ -221,4 +222,8 @@ DEFAULTS: dict[str, object] = {
         "nltk": "3.10.4",
         "rouge-chinese": "1.0.3",
     },
+    # true: the lab's lock of this stack is resolved again from the indexes and rewritten (once per run; the
+    # other hosts of the run add their lines to the new one). A lock committed in the repository is never
+    # rewritten.
+    "python_stack_lock_refresh": False,
 }

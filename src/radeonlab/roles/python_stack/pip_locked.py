@@ -24,8 +24,9 @@ import urllib.parse
 import urllib.request
 
 MISMATCH_HEADER = "THESE PACKAGES DO NOT MATCH THE HASHES"
-# pip 23: "    idna==3.20 from http://h:p/files/idna-3.20-py3-none-any.whl (from -r r.txt (line 1)):"
-_FROM = re.compile(r"^\s+(?P<req>\S+) from (?P<url>\S+?)(?: \(from .*\))?:\s*$")
+# pip 23: "    idna==3.20 from http://h:p/files/idna-3.20-py3-none-any.whl (from -r r.txt (line 1)):",
+# and for a line by URL (a lock made by the deploy): "    idna@ http://h:p/files/idna-... from http://h..."
+_FROM = re.compile(r"^\s+(?P<req>\S+|\S+@ \S+) from (?P<url>\S+?)(?: \(from .*\))?:\s*$")
 _EXPECTED = re.compile(r"^\s+Expected sha256 (?P<sha>[0-9a-f]{64})")
 _GOT = re.compile(r"^\s+Got\s+(?P<sha>[0-9a-f]{64})")
 _HTTP = re.compile(r"HTTP error (?P<code>\d{3}) while getting (?P<url>\S+)")

@@ -92,7 +92,8 @@ def amd_wheels(rocm_version: str) -> AmdWheels:
 
 @dataclass(frozen=True)
 class TorchRequest:
-    """What to pip-install for torch: requirement strings, the device packages the extras pull in, and the
+    """What to pip-install for torch: requirement strings, the device packages the extras pull in (AMD's:
+    amd-torch-device-<gfx> and the rocm-sdk-device-<gfx> it requires), and the
     local version label a matching installed build carries (None: any build of the public version)."""
 
     requirements: list[str]
@@ -133,6 +134,8 @@ def torch_request(data: Mapping[str, Any], rocm_version: str, gfx_targets: Seque
             requirements.append(f"{name}{device if name == 'torchvision' else ''}=={series}.*")
         else:
             requirements.append(name)
+    # AMD's graph (TheRock RELEASES.md, python_packaging.md): torch[device-T] pulls torch's own kernels,
+    # amd-torch-device-T, which pulls ROCm's, rocm-sdk-device-T (defaults.AMD_PACKAGE_GRAPH).
     return TorchRequest(requirements, [p for t in targets for p in device_packages(t)], wheels.local)
 
 

@@ -21,9 +21,15 @@ from radeonlab.roles.verify.operations import host_record
 
 
 @deploy("Verify the host and write its record", data_defaults=DEFAULTS)
-def verify_host(gpus: Sequence[Gpu], cpu_only: bool = False, recheck: bool | None = None) -> None:
+def verify_host(
+    gpus: Sequence[Gpu],
+    cpu_only: bool = False,
+    recheck: bool | None = None,
+    device_targets: Sequence[str] = (),
+) -> None:
     """Check the stack on the host and write its record (recheck: run the check even when nothing it
-    depends on changed; default: the `verify_recheck` data)."""
+    depends on changed; default: the `verify_recheck` data). `device_targets`: the training GPUs' targets,
+    whose device packages AMD's torch needs (amd-torch-device-<gfx>)."""
     paths = stack_paths()
     rocm_version = str(host.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"]))
     rocm = {key: host.data.get(key, default) for key, default in ROCM_DEFAULTS.items()}
@@ -45,6 +51,7 @@ def verify_host(gpus: Sequence[Gpu], cpu_only: bool = False, recheck: bool | Non
         ),
         gpus=[for_torch(g, build) for g in gpus],
         torch_source=build.source,
+        device_targets=list(device_targets),
         check_path=host.data.get("verify_check_state_path"),
         # The devices the check's GPU access depends on: the ones the access role grants.
         devices=list(host.data.get("access_devices", ACCESS_DEFAULTS["access_devices"])),

@@ -48,6 +48,7 @@ def host_record(
     recheck: bool = False,
     allow_cpu_torch: bool = False,
     torch_source: str = "",
+    device_targets: Sequence[str] = (),
 ):
     """Write the host record at `path` (root:root 0644) from what the host reports, and save the stack check
     with the digest of its inputs at `check_path` (root:root 0644).
@@ -79,6 +80,7 @@ def host_record(
         allow_cpu=allow_cpu_torch,
         systemd=systemd,
         torch_source=torch_source,
+        device_targets=tuple(device_targets),
     )
     saved = None if recheck else rec.reusable_report(check_state["saved"], inputs)
     if rec.saved_check_will_do(ctx, old, saved):

@@ -42,7 +42,11 @@ def gpu_entry(gpu: Gpu) -> dict[str, Any]:
 
 
 def stack_problem(
-    report: Mapping[str, Any] | None, gpus: Sequence[Gpu], cpu_only: bool, allow_cpu: bool
+    report: Mapping[str, Any] | None,
+    gpus: Sequence[Gpu],
+    cpu_only: bool,
+    allow_cpu: bool,
+    device_targets: Sequence[str] = (),
 ) -> str | None:
     """Why the training stack cannot use this host's GPUs (one line with the fix), or None when it can."""
     if cpu_only or not gpus:
@@ -51,6 +55,11 @@ def stack_problem(
         return "the venv's python is missing: the python_stack role did not run"
     if report.get("error"):
         return f"{report['error']} (re-run deploy/setup.py; the python_stack role installs torch)"
+    if missing := missing_device_packages(report, device_targets):
+        return (
+            f"{', '.join(missing)} not installed: AMD's torch {report.get('torch')} has no kernels for that "
+            "GPU without it (torch[device-<gfx>] installs it; re-run deploy/setup.py)"
+        )
     if report.get("cpu_build"):
         if allow_cpu:
             return None
@@ -70,6 +79,15 @@ def stack_problem(
         d = failed[0]
         return f"GPU {d.get('index')} matmul failed: {d.get('error') or 'non-finite result'}"
     return None
+
+
+def missing_device_packages(report: Mapping[str, Any], targets: Sequence[str]) -> list[str]:
+    """AMD's multi-arch torch (`+rocm<V>`) keeps each target's kernels in amd-torch-device-<gfx>, pulled by
+    torch[device-<gfx>] (amdworld/python-packages.yaml [RELEASES]): the ones the report's venv lacks."""
+    if "+rocm" not in str(report.get("torch") or (report.get("versions") or {}).get("torch") or ""):
+        return []
+    packages = {str(n).lower().replace("_", "-") for n in report.get("packages") or {}}
+    return [f"amd-torch-device-{t}" for t in sorted(set(targets)) if f"amd-torch-device-{t}" not in packages]
 
 
 def build_record(
@@ -140,6 +158,7 @@ class RecordContext:
     allow_cpu: bool = False
     systemd: bool = False
     torch_source: str = ""
+    device_targets: Sequence[str] = ()  # the training GPUs' targets (AMD's torch: a device package each)
 
 
 def record_for(ctx: RecordContext, report: Mapping[str, Any] | None, written_at: str) -> dict[str, Any]:
@@ -158,7 +177,7 @@ def record_for(ctx: RecordContext, report: Mapping[str, Any] | None, written_at:
         gpus=ctx.gpus,
         written_at=written_at,
         allow_cpu=ctx.allow_cpu,
-        problem=stack_problem(report, ctx.gpus, ctx.cpu_only, ctx.allow_cpu),
+        problem=stack_problem(report, ctx.gpus, ctx.cpu_only, ctx.allow_cpu, ctx.device_targets),
         systemd=ctx.systemd,
         torch_source=ctx.torch_source,
     )

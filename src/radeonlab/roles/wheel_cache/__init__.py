@@ -5,11 +5,13 @@ cache ({} when the inventory names no cache host), for `install_python_stack(sou
 from __future__ import annotations
 
 import io
+import os
 import shlex
 from pathlib import Path
 from typing import Any
 
 from pyinfra import host, inventory
+from pyinfra import state as pyinfra_state
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.facts.deb import DebPackages
@@ -72,7 +74,7 @@ def _serve_cache(data: dict[str, Any]) -> None:
     names = sorted({stack_plan.normalize(str(n)) for extras in extras_per_host for n in extras or []})
     try:  # every host's extras and GPU targets: the cache serves the whole lab, from the stack's lock
         plan.lab_extras(stack, extras_per_host)
-        lock = stack_lock.load_lock(stack, rocm_version, pyver, names)
+        lock = stack_lock.load_lock(stack, rocm_version, pyver, names, str(pyinfra_state.cwd or os.getcwd()))
     except ValueError as e:
         raise DeployError(f"{host.name}: {e}") from None
     lab_lock = lock.text(lock.for_host(upstream.targets, names))
@@ -112,7 +114,7 @@ def _serve_cache(data: dict[str, Any]) -> None:
             commands=[
                 plan.download_command(upstream, cache_dir, pyver),
                 # read-only for everyone but root: the server (wheel_cache_user) cannot change what it serves
-                f"chmod 0444 {shlex.quote(cache_dir)}/{plan.FILES}/*.whl",
+                f"chmod 0444 {shlex.quote(cache_dir)}/{plan.FILES}/*",
                 shlex.join(
                     ["python3", f"{cache_dir}/{plan.INDEX_SCRIPT}", cache_dir, f"{cache_dir}/{plan.LOCK}"]
                 ),

@@ -6,7 +6,8 @@ Only the wheels the lab's hash lock (LOCK, pip requirements with --hash=sha256:)
 verified against its line first: a file whose sha256 differs stops the build (exit 1, one line naming it).
 CACHE_DIR/.lock-hashes.json (file name -> the lock's sha256) is what serve.py checks on every request.
 
-CACHE_DIR/files/*.whl -> CACHE_DIR/simple/index.html and CACHE_DIR/simple/<project>/index.html, linking
+CACHE_DIR/files/*.whl and *.tar.gz (sdists) -> CACHE_DIR/simple/index.html and
+CACHE_DIR/simple/<project>/index.html, linking
 ../../files/<wheel>#sha256=<hex> so pip checks every download. Hashes are kept in CACHE_DIR/.hashes.json
 keyed by (size, mtime), so a rerun does not re-read multi-GB wheels. Pages are written only when their text
 changes (tmp + rename: a pip reading the index sees the old page or the new one). serve.py serving
@@ -57,6 +58,16 @@ LOCK_LINE = re.compile(r"^([A-Za-z0-9._-]+)==(\S+) --hash=sha256:([0-9a-f]{64})"
 SERVED_HASHES = ".lock-hashes.json"
 
 
+def name_version(filename: str) -> tuple[str, str]:
+    """(normalized name, version) of a wheel or an sdist (AMD publishes its `rocm` selector as an sdist:
+    rocm-10.0.0.tar.gz)."""
+    if filename.endswith(".tar.gz"):
+        name, version = filename[: -len(".tar.gz")].rsplit("-", 1)
+        return normalize(name), version
+    name, version = filename.split("-")[:2]
+    return normalize(name), version
+
+
 def read_lock(path: Path) -> dict[tuple[str, str], str]:
     """(normalized name, version) -> sha256 of every line of a lock."""
     out = {}
@@ -72,8 +83,8 @@ def main(cache_dir: str, lock_file: str) -> int:
     locked = read_lock(Path(lock_file))
     files = [
         f
-        for f in sorted((root / "files").glob("*.whl"))
-        if (normalize(f.name.split("-")[0]), f.name.split("-")[1]) in locked
+        for f in sorted([*(root / "files").glob("*.whl"), *(root / "files").glob("*.tar.gz")])
+        if name_version(f.name) in locked
     ]
     manifest_path = root / ".hashes.json"
     try:
@@ -87,11 +98,11 @@ def main(cache_dir: str, lock_file: str) -> int:
         known = old.get(f.name)
         digest = known[2] if known and known[:2] == [st.st_size, st.st_mtime_ns] else sha256(f)
         hashes[f.name] = [st.st_size, st.st_mtime_ns, digest]
-        expected = locked[(normalize(f.name.split("-")[0]), f.name.split("-")[1])]
+        expected = locked[name_version(f.name)]
         if digest != expected:
             print(f"{f}: sha256 {digest} does not match the lock's {expected}: not served", file=sys.stderr)
             return 1
-        projects.setdefault(normalize(f.name.split("-")[0]), []).append(f)
+        projects.setdefault(name_version(f.name)[0], []).append(f)
     simple = root / "simple"
     for name, wheels in projects.items():
         links = []

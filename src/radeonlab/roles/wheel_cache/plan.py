@@ -98,10 +98,12 @@ def download_command(upstream: Upstream, cache_dir: str, pyver: str) -> str:
     """One `pip download --require-hashes --no-deps -r LOCK` of the lab's lines of the lock (every host's
     GPU targets and extras): each locked file is fetched once, checked against its hash by pip before it is
     kept; a file already in the folder is checked again and fetched anew only if it no longer matches.
-    torch comes from the torch index, the rest from the Python index: the hashes decide what is accepted."""
+    torch comes from the torch index, the rest from the Python index: the hashes decide what is accepted.
+    No --only-binary: AMD publishes its `rocm` selector only as an sdist (the lock holds its hash);
+    --no-deps is what lets --python-version stand without it."""
     pip = [
         f"{cache_dir}/{TOOL_VENV}/bin/pip", "download", "--disable-pip-version-check", "--no-cache-dir",
-        "--only-binary=:all:", "--python-version", pyver, "--dest", f"{cache_dir}/{FILES}",
+        "--python-version", pyver, "--dest", f"{cache_dir}/{FILES}",
         "--require-hashes", "--no-deps", "--index-url", upstream.index_url,
     ]  # fmt: skip
     if upstream.torch_index_url != upstream.index_url:

@@ -1,0 +1,151 @@
+"""End to end: no lock anywhere. The first deploy resolves the stack once per GPU target set against the
+SIMULATED AMD index (generated from sandbox/amdworld/*.yaml), writes the lab's lock, and every later host
+installs from it with --require-hashes and reads no index page; a changed byte in a served file fails the
+next host in one line and leaves nothing of that install.
+
+The index's request log (sandbox/web.py, served in this process) tells a resolution (GETs of /simple/<name>/
+pages) from a locked install (files only: its lines name the recorded files, lock.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from radeonlab.roles.python_stack import lock as stack_lock
+from radeonlab.sandbox import aptrepo, web, wheels
+from radeonlab.sandbox.hosts import Sandbox, SandboxHost
+from tests.provisioned import Run, run_deploy
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
+
+CARDS = {"fd-1100": "rx7900xtx", "fd-1201": "rx9070xt"}
+KEY = "amd-rocm10.0-py3.11-torch2.13.0-lf0.9.5"
+VENV = "/home/lab/radeonlab/venv"
+
+
+@dataclass
+class Lab:
+    sandbox: Sandbox
+    server: web.WebServer
+    index: wheels.WheelIndexInfo
+    data: dict
+    hosts: dict[str, SandboxHost]
+    first: Run
+    served_first: dict[str, web.Served]
+
+    @property
+    def lock(self) -> stack_lock.Lock:
+        assert self.index.locks_dir is not None
+        return stack_lock.parse_lock((self.index.locks_dir / f"{KEY}.txt").read_text(), KEY)
+
+
+def simple_pages(
+    served: dict[str, web.Served], before: dict[str, web.Served] | None = None
+) -> dict[str, int]:
+    """GETs of index pages (/pypi/simple/<name>/) since `before`: what a resolution reads."""
+    before = before or {}
+    out = {}
+    for path, s in served.items():
+        n = s.requests - before.get(path, web.Served()).requests
+        if path.startswith("/pypi/simple/") and n:
+            out[path] = n
+    return out
+
+
+@pytest.fixture(scope="module")
+def lab(sandbox: Sandbox) -> Iterator[Lab]:
+    repo = aptrepo.build_repo(sandbox.state_dir)
+    index = wheels.build_wheel_index(sandbox.state_dir)
+    with web.serve(sandbox.www_dir) as server:
+        data = {**repo.settings(server.url), **index.settings(server.url), "sandbox_groups": ["firstdeploy"]}
+        hosts = {n: sandbox.create_host(n, card=c, data=data) for n, c in CARDS.items()}
+        try:
+            first = run_deploy(sandbox, list(hosts.values()))
+            assert first.returncode == 0, first.stderr[-5000:]
+            yield Lab(sandbox, server, index, data, hosts, first, server.served())
+        finally:
+            for name in list(sandbox.hosts):
+                if name.startswith("fd-"):
+                    sandbox.destroy_host(name)
+
+
+def test_no_lock_anywhere_resolves_once_per_target_set_into_the_labs_lock(lab: Lab) -> None:
+    lock = lab.lock
+    by = {(p.name, p.target): p for p in lock.pins}
+    assert by[("torch", "")].version == "2.13.0+rocm10.0.0"
+    rocm = by[("rocm", "")]  # AMD's selector: the sdist, locked by its hash like any file
+    served_rocm = lab.index.root / "files" / "rocm-10.0.0.tar.gz"
+    assert rocm.url.endswith("/rocm-10.0.0.tar.gz")
+    assert rocm.sha256 == hashlib.sha256(served_rocm.read_bytes()).hexdigest()
+    assert {("rocm-sdk-core", ""), ("rocm-sdk-libraries", "")} <= set(by)
+    for gfx in ("gfx1100", "gfx1201"):
+        assert {(f"rocm-sdk-device-{gfx}", gfx), (f"amd-torch-device-{gfx}", gfx)} <= set(by), gfx
+    assert "wrote the lab's hash lock" in lab.first.stderr and str(lab.index.locks_dir) in lab.first.stderr
+    # one resolution per target set: two hosts, two GPU targets, two reads of torch's page
+    torch_pages = sum(
+        n for p, n in simple_pages(lab.served_first).items() if p.startswith("/pypi/simple/torch/")
+    )
+    print(f"\nfirst deploy of 2 hosts: {lab.first.seconds:.1f}s; /simple/torch/ read {torch_pages} times")
+    assert torch_pages == 2, simple_pages(lab.served_first)
+
+
+def test_the_stand_in_torch_imports_through_rocm_sdk_with_its_targets_package(lab: Lab) -> None:
+    h = lab.hosts["fd-1201"]
+    # torch/__init__.py calls _rocm_init.initialize(), which calls rocm_sdk.initialize_process (PRELOADED is
+    # what it was asked to preload); torch.__version__ is the CPU code's own, the distribution is AMD's
+    code = (
+        "import importlib.metadata as m, torch, rocm_sdk; "
+        "print(m.version('torch'), rocm_sdk.__version__, torch.__version__, rocm_sdk.PRELOADED)"
+    )
+    said = h.exec(f"{VENV}/bin/python -c {code!r}", user="lab")
+    assert said.returncode == 0, said.stderr[-2000:]
+    assert said.stdout.split()[:3] == ["2.13.0+rocm10.0.0", "10.0.0", "2.13.0+cpu"], said.stdout
+    assert "amdhip64" in said.stdout
+    assert h.exec(f"{VENV}/bin/rocm-sdk targets", user="lab").stdout.strip() == "gfx1201"
+    freeze = h.exec(f"{VENV}/bin/pip freeze", user="lab").stdout  # installed by URL: "name @ URL" lines
+    assert "amd-torch-device-gfx1201 @ " in freeze and "amd-torch-device-gfx1100" not in freeze
+
+
+def test_a_further_host_of_a_known_target_installs_from_the_lock_and_reads_no_index_page(lab: Lab) -> None:
+    before = lab.server.served()
+    h = lab.sandbox.create_host("fd-1100b", card="rx7900xtx", data=lab.data)
+    run = run_deploy(lab.sandbox, [h])
+    assert run.returncode == 0, run.stderr[-5000:]
+    changed = run.changed_ops(h.name)
+    assert any("Install the hash-locked stack" in op for op in changed), changed
+    assert not any("Resolve the stack" in op for op in changed), changed
+    assert simple_pages(lab.server.served(), before) == {}  # no resolution: files only
+    lines = (h.root / VENV.lstrip("/") / "radeonlab-lock.txt").read_text()
+    assert f"torch @ {lab.server.url}" in lines and "--hash=sha256:" in lines
+    assert "amd-torch-device-gfx1100 @ " in lines and "gfx1201" not in lines
+
+
+def test_one_changed_byte_in_a_served_file_fails_the_next_host_in_one_line_and_keeps_nothing(
+    lab: Lab,
+) -> None:
+    served = lab.index.root / "files" / "peft-0.18.1-py3-none-any.whl"
+    original = served.with_suffix(".orig")
+    os.replace(served, original)  # the served file is a hard link into the shared cache: never write to it
+    try:
+        changed = bytearray(original.read_bytes())
+        changed[len(changed) // 2] ^= 0xFF
+        served.write_bytes(changed)
+        h = lab.sandbox.create_host("fd-1100c", card="rx7900xtx", data=lab.data)
+        run = run_deploy(lab.sandbox, [h])
+    finally:
+        served.unlink(missing_ok=True)
+        os.replace(original, served)
+    assert run.returncode != 0
+    said = [
+        ln for ln in run.stderr.splitlines() if "radeonlab: hash mismatch: peft-0.18.1-py3-none-any.whl" in ln
+    ]
+    assert len(said) == 1, run.stderr[-3000:]
+    locked = next(p.sha256 for p in lab.lock.pins if p.name == "peft")
+    assert f"expected sha256 {locked}, received {hashlib.sha256(changed).hexdigest()}" in said[0]
+    assert "THESE PACKAGES DO NOT MATCH" not in run.stderr  # pip's own block is not shown
+    assert h.exec(f"{VENV}/bin/pip freeze", user="lab").stdout.strip() == ""  # nothing of that install
