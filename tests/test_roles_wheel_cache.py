@@ -275,3 +275,14 @@ def test_a_changed_wheel_is_refused_by_the_cache_and_by_pip_in_one_line(tmp_path
         f"radeonlab: hash mismatch: {wheel.name} from 127.0.0.1:{port}: expected sha256 {locked}, received "
         f"{changed}; nothing from this install was installed"
     ]
+
+
+def test_the_server_binds_the_lab_address_the_inventory_gives_not_every_interface() -> None:
+    """It listened on 0.0.0.0 by default (every interface, lists and the lock too): now on the cache host's
+    own lab address unless the inventory asks otherwise; a name that does not resolve is one line."""
+    assert plan.bind_address({}, "ws1", {"ssh_hostname": "192.168.1.50"}) == "192.168.1.50"
+    assert plan.bind_address({"wheel_cache_address": "10.0.0.7"}, "ws1", {"ssh_hostname": "x"}) == "10.0.0.7"
+    assert plan.bind_address({}, "localhost", {}) == "127.0.0.1"  # a name, resolved where the deploy runs
+    assert plan.bind_address({"wheel_cache_bind_address": "0.0.0.0"}, "ws1", {}) == "0.0.0.0"
+    with pytest.raises(ValueError, match="does not resolve here: set wheel_cache_bind_address"):
+        plan.bind_address({}, "no-such-host.invalid", {})

@@ -17,6 +17,7 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.server import Home, LinuxDistribution
 from pyinfra.operations import apt, files, pip, python, server
 
+from radeonlab.contract.jobdir import blobs_dir
 from radeonlab.roles import privilege
 from radeonlab.roles.privilege import as_root
 from radeonlab.roles.python_stack import firstlock, plan
@@ -28,7 +29,9 @@ from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
 TEMPLATES = Path(__file__).parent / "templates"
 # Modes of the folders the role creates, owned by the training user and its primary group. The jobs dir
 # holds users' datasets, models and adapters: nobody outside the training user's group reads it.
-DIRECTORY_MODES: dict[str, str] = {"venv_parent": "755", "jobs_dir": "750"}
+# ~/radeonlab itself and the content store too (uploaded datasets and models; a Slurm lab has other users):
+# 0750, set on every run, so a deploy repairs what an older radeonlab made 0755.
+DIRECTORY_MODES: dict[str, str] = {"venv_parent": "750", "jobs_dir": "750", "blobs": "750"}
 # Beside the venv: this host's lines of the hash lock, and the runner that installs them (pip_locked.py).
 LOCK_FILE = "radeonlab-lock.txt"
 RUNNER_FILE = "radeonlab-pip-locked.py"
@@ -139,6 +142,8 @@ def install_python_stack(
         (str(Path(paths.venv).parent), DIRECTORY_MODES["venv_parent"]),
         (paths.jobs_dir, DIRECTORY_MODES["jobs_dir"]),
         (paths.model_cache, DIRECTORY_MODES["jobs_dir"]),
+        (blobs_dir(paths.jobs_dir), DIRECTORY_MODES["blobs"]),
+        (f"{blobs_dir(paths.jobs_dir)}/sha256", DIRECTORY_MODES["blobs"]),
     ):
         files.directory(
             name=f"Create {path_}",

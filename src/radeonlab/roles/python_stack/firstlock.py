@@ -52,7 +52,7 @@ class Job:
     indexes: list[str]
     install: list[str] = field(default_factory=list)  # the locked install's command, -r excluded
     # privilege arguments (roles/privilege.py, decided when planned): as root, and as the training user
-    root_args: dict[str, Any] = field(default_factory=lambda: {"_sudo": True})
+    root_args: dict[str, Any] = field(default_factory=dict)
     user_args: dict[str, Any] = field(default_factory=dict)
 
 
@@ -74,7 +74,7 @@ def file_lock(path: Path) -> Iterator[None]:
 
 
 def _run(host: Any, job: Job, command: str, what: str) -> list[str]:
-    ok, output = host.run_shell_command(command=command, **(job.user_args or {"_sudo_user": job.user}))
+    ok, output = host.run_shell_command(command=command, **job.user_args)
     if not ok:
         tail = [line for line in output.stderr_lines if line.strip()][-3:] or output.stdout_lines[-3:]
         raise RuntimeError(f"{host.name}: {what} failed: {' | '.join(tail)}")

@@ -80,7 +80,11 @@ def _serve_cache(data: dict[str, Any]) -> None:
     lab_lock = lock.text(lock.for_host(upstream.targets, names))
     digest = plan.lock_digest(lab_lock, upstream, pyver)
     cache_dir = str(data["wheel_cache_dir"]).rstrip("/")
-    port, bind = int(data["wheel_cache_port"]), str(data["wheel_cache_bind_address"])
+    try:
+        bind = plan.bind_address(data, host.name, host.data)
+    except ValueError as e:
+        raise DeployError(f"{host.name}: {e}") from None
+    port = int(data["wheel_cache_port"])
     probe_url = f"http://{plan.probe_address(bind)}:{port}/{plan.SIMPLE}/"
     state = host.get_fact(WheelCacheState, cache_dir=cache_dir, stamp_file=plan.STAMP, probe_url=probe_url)
 

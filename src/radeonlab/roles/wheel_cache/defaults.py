@@ -18,8 +18,9 @@ DEFAULTS: dict[str, object] = {
     # The address other hosts reach the cache host at. Empty: its ssh_hostname, else its inventory name.
     "wheel_cache_address": "",
     "wheel_cache_port": 8765,
-    # The address the server listens on (all interfaces by default; a lab LAN address narrows it).
-    "wheel_cache_bind_address": "0.0.0.0",
+    # The address the server listens on. Empty: the cache host's lab address as the inventory gives it
+    # (wheel_cache_address, else ssh_hostname, resolved where the deploy runs); "0.0.0.0" only when asked.
+    "wheel_cache_bind_address": "",
     # Where the wheels (files/) and the index pages (simple/) live on the cache host.
     "wheel_cache_dir": "/var/cache/radeonlab/wheels",
     # The Python the wheels are for (pip download --python-version). Empty: the one the python_stack role

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 import shlex
+import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +36,27 @@ def cache_url(data: Mapping[str, Any], cache_name: str, cache_host_data: Mapping
         return str(data["wheel_cache_url"])
     address = data.get("wheel_cache_address") or cache_host_data.get("ssh_hostname") or cache_name
     return f"http://{address}:{int(data['wheel_cache_port'])}/{SIMPLE}/"
+
+
+def bind_address(data: Mapping[str, Any], cache_name: str, cache_host_data: Mapping[str, Any]) -> str:
+    """Where the server listens: wheel_cache_bind_address when set ("0.0.0.0" only when asked), else the
+    lab address the inventory gives the cache host (wheel_cache_address, ssh_hostname, its name), as the
+    machine running the deploy resolves it: the cache and its lock list are not offered on every interface.
+    ValueError (one line) when that name does not resolve here."""
+    if data.get("wheel_cache_bind_address"):
+        return str(data["wheel_cache_bind_address"])
+    name = str(data.get("wheel_cache_address") or cache_host_data.get("ssh_hostname") or cache_name)
+    try:
+        return str(ipaddress.ip_address(name.strip("[]")))
+    except ValueError:
+        pass
+    try:
+        return socket.gethostbyname(name)
+    except OSError:
+        raise ValueError(
+            f"the wheel cache's address {name!r} does not resolve here: set wheel_cache_bind_address "
+            "(the address its server listens on)"
+        ) from None
 
 
 def python_stack_sources(url: str) -> dict[str, Any]:
