@@ -360,7 +360,8 @@ def test_report_to_wandb_is_refused_then_tensorboard_runs_with_the_extra(lab: La
     provision_host(lab.sandbox, HOST)  # the inventory now asks for the extra: deploy/setup.py again
     print(f"\nre-provisioned {HOST} with tensorboard in {time.monotonic() - t0:.1f}s")
     venv = "/home/lab/radeonlab/venv"
-    pins = lab.host.exec([f"{venv}/bin/python", "-m", "pip", "freeze"]).stdout
+    # name==version however installed (a locked install by URL shows as `name @ URL` in pip freeze)
+    pins = lab.host.exec([f"{venv}/bin/python", "-m", "pip", "list", "--format=freeze"]).stdout
     assert "tensorboard==2.21.0" in pins and "transformers==4.57.6" in pins  # the stack's pins held
     (job_id,) = submitted(cli(lab, "submit", str(tb), "--host", HOST))
     assert cli(lab, "watch", job_id).exit_code == 0

@@ -13,6 +13,7 @@ import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -37,11 +38,11 @@ class Lab:
     hosts: dict[str, SandboxHost]
     first: Run
     served_first: dict[str, web.Served]
+    locks_dir: Path
 
     @property
     def lock(self) -> stack_lock.Lock:
-        assert self.index.locks_dir is not None
-        return stack_lock.parse_lock((self.index.locks_dir / f"{KEY}.txt").read_text(), KEY)
+        return stack_lock.parse_lock((self.locks_dir / f"{KEY}.txt").read_text(), KEY)
 
 
 def simple_pages(
@@ -58,16 +59,20 @@ def simple_pages(
 
 
 @pytest.fixture(scope="module")
-def lab(sandbox: Sandbox) -> Iterator[Lab]:
+def lab(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     repo = aptrepo.build_repo(sandbox.state_dir)
     index = wheels.build_wheel_index(sandbox.state_dir)
+    # A lock folder of this module's own: "no lock anywhere", whatever the session's other hosts wrote into
+    # the sandbox's shared one (with their index's address) before this module runs.
+    locks_dir = tmp_path_factory.mktemp("first-deploy-locks")
     with web.serve(sandbox.www_dir) as server:
         data = {**repo.settings(server.url), **index.settings(server.url), "sandbox_groups": ["firstdeploy"]}
+        data["python_stack_lock_dir"] = str(locks_dir)
         hosts = {n: sandbox.create_host(n, card=c, data=data) for n, c in CARDS.items()}
         try:
             first = run_deploy(sandbox, list(hosts.values()))
             assert first.returncode == 0, first.stderr[-5000:]
-            yield Lab(sandbox, server, index, data, hosts, first, server.served())
+            yield Lab(sandbox, server, index, data, hosts, first, server.served(), locks_dir)
         finally:
             for name in list(sandbox.hosts):
                 if name.startswith("fd-"):
@@ -85,7 +90,7 @@ def test_no_lock_anywhere_resolves_once_per_target_set_into_the_labs_lock(lab: L
     assert {("rocm-sdk-core", ""), ("rocm-sdk-libraries", "")} <= set(by)
     for gfx in ("gfx1100", "gfx1201"):
         assert {(f"rocm-sdk-device-{gfx}", gfx), (f"amd-torch-device-{gfx}", gfx)} <= set(by), gfx
-    assert "wrote the lab's hash lock" in lab.first.stderr and str(lab.index.locks_dir) in lab.first.stderr
+    assert "wrote the lab's hash lock" in lab.first.stderr and str(lab.locks_dir) in lab.first.stderr
     # one resolution per target set: two hosts, two GPU targets, two reads of torch's page
     torch_pages = sum(
         n for p, n in simple_pages(lab.served_first).items() if p.startswith("/pypi/simple/torch/")

@@ -343,6 +343,7 @@ def test_strict_refuses_a_model_that_does_not_fit_the_card_before_anything_is_se
     model = folder / "tiny-llama"
     model.mkdir()
     shutil.copy(hubcatalog.RECORDED / "Meta-Llama-3-8B" / "config.json", model / "config.json")
+    (model / "model.safetensors").write_bytes(b"SIMULATED weights: a model folder holds weights")
     blobs, jobs = host_listing(lab.host, BLOBS_DIR), host_listing(lab.host, JOBS_DIR)
     fits = cli(lab, "submit", str(spec), "-i", INVENTORY, "--host", HOST, "--dry-run", "--strict")
     assert fits.exit_code == 0 and "VRAM estimate: fits: ~19.7 GiB" in fits.stdout, fits.output

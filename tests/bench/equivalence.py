@@ -82,7 +82,9 @@ def host_state(host: SandboxHost) -> dict[str, str]:
     for line in packages.stdout.splitlines():
         name, _, rest = line.partition(" ")
         state[f"package {name}"] = rest.strip()
-    freeze = host.exec(f"{venv}/bin/python -m pip freeze --all", user=user).stdout
+    # pip list's freeze format: name==version however a distribution was installed (pip freeze prints a
+    # locked install from its recorded URL as `name @ URL`, the Ansible anchor's by name as `name==version`)
+    freeze = host.exec(f"{venv}/bin/python -m pip list --format=freeze", user=user).stdout
     for line in freeze.splitlines():
         name, _, version = line.partition("==")
         state[f"pip {name.lower()}"] = version or line
