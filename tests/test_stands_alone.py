@@ -28,7 +28,6 @@ VERBATIM = ("tests/fixtures/llamafactory-v0.9.5/",)
 KNOWN: dict[str, int] = {
     "src/radeonlab/roles/python_stack/README.md": 1,
     "src/radeonlab/roles/python_stack/defaults.py": 1,
-    "src/radeonlab/roles/python_stack/lock.py": 1,
     "src/radeonlab/sandbox/wheels.py": 4,
     "tests/test_roles_wheel_cache.py": 1,
     "tests/test_wheels.py": 1,

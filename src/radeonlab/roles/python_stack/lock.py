@@ -10,7 +10,7 @@ one line, pinned with `==` and its sha256; lines that only some hosts need carry
 lock made by the deploy records where each file was found:
 
     # radeonlab lock: amd-rocm10.0-py3.11-torch2.13.0-lf0.9.5
-    # indexes: https://stable.repo.amd.com/rocm/whl-next/ https://pypi.org/simple
+    # indexes: https://stable.repo.amd.com/rocm/whl-next/ <the Python index: PyPI, or a lab mirror>
     torch==2.13.0+rocm10.0.0 --hash=sha256:<64 hex>  # url: https://.../torch-2.13.0+rocm10.0.0-....whl
     amd-torch-device-gfx1100==2.13.0+rocm10.0.0 --hash=sha256:<64 hex>  # target: gfx1100 url: https://...
     tensorboard==2.21.0 --hash=sha256:<64 hex>  # extras: tensorboard url: https://...
