@@ -116,7 +116,9 @@ def test_packages_are_found_under_src_with_no_mapping() -> None:
     missing = sorted(
         str(folder.relative_to(REPO))
         for folder in (REPO / "src/radeonlab").rglob("*")
-        if folder.is_dir() and any(folder.glob("*.py")) and not (folder / "__init__.py").exists()
+        if folder.is_dir()
+        and any(folder.glob("*.py"))
+        and not (folder / "__init__.py").exists()
         and "standins/payload" not in folder.as_posix()
     )
     assert not missing, f"folders with code but no __init__.py (left out of the install): {missing}"

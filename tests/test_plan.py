@@ -210,7 +210,9 @@ def test_output_paths_stay_in_the_job_folder(tmp_path: Path, monkeypatch: pytest
     problems = {p.message: p.fix for p in check_spec(load(demo_job(tmp_path / "bad", extra=bad)))}
     escaping = [m for m in problems if "is outside the job folder" in m]
     assert [m.split("`")[1] for m in escaping] == [
-        "logging_dir: ../other-job/output", "swanlab_logdir: /home/lab/x", "profiler_output_dir: ~/p"
+        "logging_dir: ../other-job/output",
+        "swanlab_logdir: /home/lab/x",
+        "profiler_output_dir: ~/p",
     ]
     assert problems[escaping[0]] == "logging_dir: output (relative: it lands under the job's output/)"
     assert any(m.startswith("`cache_dir` cannot be set: every job reads models from") for m in problems)

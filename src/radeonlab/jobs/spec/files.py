@@ -245,4 +245,3 @@ def output_problems(spec: Spec) -> list[Problem]:
 def output_values(spec: Spec, job_output: str | PurePosixPath) -> dict[str, str]:
     """The rendered value of each output key the spec sets: under the job's output/ folder."""
     return {key: str(PurePosixPath(job_output) / PurePosixPath(value)) for key, value in _outputs(spec)}
-

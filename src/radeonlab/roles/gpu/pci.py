@@ -52,7 +52,7 @@ def dump_command(root: str = "/") -> str:
         '[ -d "$r/bus" ] && [ ! -d "$r/sys/bus" ] && s="$r" || s="${r%/}/sys"; '
         'for d in "$s"/bus/pci/devices/*; do '
         '[ -r "$d/vendor" ] || continue; '
-        "case \"$(tr -d '\\000\\n' < \"$d/vendor\")\" in 0x1002) ;; *) continue;; esac; "
+        'case "$(tr -d \'\\000\\n\' < "$d/vendor")" in 0x1002) ;; *) continue;; esac; '
         'echo "@pci ${d##*/}"; '
         "for f in vendor device revision class; do "
         '[ -r "$d/$f" ] && { printf \'%s \' "$f"; tr -d \'\\000\\n\' < "$d/$f"; echo; }; '
