@@ -209,6 +209,18 @@ def test_another_target_merges_into_the_lock_without_duplicates() -> None:
     assert len(merged) == len(old) + 1
 
 
+def test_lines_carried_into_a_new_resolution_keep_their_urls_only_from_the_same_indexes() -> None:
+    """A lock made from another index address (a mirror moved): its URLs would send pip where the lab no
+    longer looks, so the carried lines install by name; from the same indexes they keep their URLs."""
+    pin = stack_lock.Pin("peft", "0.18.1", H["b"], url="http://old:8000/pypi/peft-0.18.1-py3-none-any.whl")
+    head = (f"{stack_lock.INDEXES}http://old:8000/pypi/simple",)
+    old = stack_lock.Lock("k", head, (pin,))
+    assert resolve.carried_over(old, ["http://old:8000/pypi/simple"]) == (pin,)
+    moved = resolve.carried_over(old, ["http://new:9000/pypi/simple"])
+    assert [p.url for p in moved] == [""]
+    assert moved[0].install_line(True) == f"peft==0.18.1 --hash=sha256:{H['b']}"
+
+
 def test_stack_roots_are_the_pins_with_one_device_extra_per_target() -> None:
     roots = resolve.stack_roots(DEFAULTS, "10.0", ["gfx1100"], ["tensorboard"])
     assert roots.common[0] == "torch==2.13.0+rocm10.0.0" and roots.common[-1] == "llamafactory==0.9.5"

@@ -138,7 +138,7 @@ def test_provisioned_files_have_the_owners_and_modes_of_the_contract(lab: Lab) -
     owners = lab.host.exec(f"find {LAB_HOME} -maxdepth 1 -printf '%p %u\\n'").stdout.splitlines()
     assert owners and all(line.endswith(" lab") for line in owners), owners
     dirs = lab.host.exec(["stat", "-c", "%U %G %a", LAB_HOME, JOBS_DIR]).stdout.split("\n")
-    assert dirs[:2] == ["lab lab 755", "lab lab 750"], dirs  # the venv's parent; the jobs (users' data)
+    assert dirs[:2] == ["lab lab 750", "lab lab 750"], dirs  # ~/radeonlab (venv, jobs: users' data); the jobs
 
 
 def _inventory_with_known_hosts(lab: Lab, known: Path) -> Path:

@@ -187,7 +187,7 @@ def test_upload_and_fetch_50mb_with_matching_checksums(
         have, sent = upload_blobs(remote, [big], BLOBS)
         assert have == set() and sent == big.size
         assert remote_sha256(remote, blob) == big.sha256 and not exists(remote, blob + ".part")
-        assert remote.run(["stat", "-c", "%a", blob]).stdout.strip() == "444"  # shared by links: read-only
+        assert remote.run(["stat", "-c", "%a", blob]).stdout.strip() == "440"  # shared by links: read-only
         link(remote, f"{XFER}/job 1", {"data/big.bin": big.sha256})
         report = fetch(remote, f"{XFER}/job 1", tmp_path / "back", names=["data/big.bin"])
     assert report.bytes_received == big.size and [f.sha256 for f in report.files] == [big.sha256]
@@ -242,19 +242,21 @@ def test_interrupted_download_keeps_the_complete_old_file_and_resumes(
     target: HostTarget, big_file: Path, tmp_path: Path
 ) -> None:
     big = LocalFile.of(big_file)
-    local = tmp_path / "down.bin"
+    local = tmp_path / "data/down.bin"
+    local.parent.mkdir()
     local.write_bytes(b"an older complete result\n")
     with connect(target) as remote:
         upload_blobs(remote, [big], BLOBS)
-        link(remote, f"{XFER}/job 2", {"down.bin": big.sha256})
+        link(remote, f"{XFER}/job 2", {"data/down.bin": big.sha256})
     remote = connect(target)
     with pytest.raises(TransportError, match="connection lost downloading"):
-        fetch(remote, f"{XFER}/job 2", tmp_path, ["down.bin"], progress=_interrupt_after(remote, 10_000_000))
+        interrupt = _interrupt_after(remote, 10_000_000)
+        fetch(remote, f"{XFER}/job 2", tmp_path, ["data/down.bin"], progress=interrupt)
     assert local.read_bytes() == b"an older complete result\n"
-    part = tmp_path / "down.bin.part"
+    part = tmp_path / "data/down.bin.part"
     assert 0 < part.stat().st_size < big.size
     with connect(target) as remote:
-        report = fetch(remote, f"{XFER}/job 2", tmp_path, ["down.bin"])
+        report = fetch(remote, f"{XFER}/job 2", tmp_path, ["data/down.bin"])
     assert 0 < report.bytes_received < big.size
     assert sha256_file(local) == big.sha256 and not part.exists()
 

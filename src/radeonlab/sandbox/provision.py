@@ -53,11 +53,24 @@ def serving(sandbox: Sandbox, *, common: bool = True) -> Iterator[dict[str, obje
     """
     repo = aptrepo.build_repo(sandbox.state_dir)
     index = wheels.build_wheel_index(sandbox.state_dir)
-    with web.spawn(sandbox.www_dir) as server:
+    with _spawn_on_the_sandbox_port(sandbox) as server:
         settings = {**repo.settings(server.url), **index.settings(server.url)}
         if common:
             sandbox.set_common_data(**settings)
         yield settings
+
+
+def _spawn_on_the_sandbox_port(sandbox: Sandbox) -> web.WebProcess:
+    """The web server on the port this sandbox served from last time (any free one if that is taken), so
+    the URLs a lab's lock recorded stay valid from one provisioning run to the next, as a real lab's index
+    URL does."""
+    port_file = sandbox.state_dir / "web-port"
+    try:
+        server = web.spawn(sandbox.www_dir, port=int(port_file.read_text()))
+    except (OSError, ValueError, RuntimeError):  # no port yet, or it is in use
+        server = web.spawn(sandbox.www_dir)
+    port_file.write_text(f"{server.url.rstrip('/').rsplit(':', 1)[1]}\n")
+    return server
 
 
 def run_deploy(

@@ -11,6 +11,7 @@ Pure functions, no pyinfra (the role's firstlock.py runs it).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -116,6 +117,15 @@ def pins_from_reports(reports: Sequence[Mapping[str, Any]], roots: Roots) -> lis
             if not owners.get(name, ("", set()))[0]:
                 owners.setdefault(name, ("", set()))[1].add(extra)
     return [report.pin(n, t, sorted(e)) for n, (t, e) in owners.items()]
+
+
+def carried_over(old: stack_lock.Lock, indexes: Sequence[str]) -> tuple[stack_lock.Pin, ...]:
+    """The old lock's lines another resolution builds on. Resolved from other indexes (a mirror moved, a
+    lab index on a new address), their URLs point where this lab no longer looks: those lines install by
+    name from then on, under a header that names the new indexes."""
+    if old.indexes == tuple(indexes):
+        return old.pins
+    return tuple(dataclasses.replace(p, url="") for p in old.pins)
 
 
 def merge(old: Sequence[stack_lock.Pin], new: Sequence[stack_lock.Pin]) -> list[stack_lock.Pin]:
