@@ -9,8 +9,8 @@ NB: pyinfra treats every top-level list in this file as a group: keep helpers "_
 from radeonlab.roles import amd_releases as _amd
 
 # The release the product installs (roles/amd_releases.py, the one release table): its ROCm series and the
-# torch AMD's index pairs with it. AMD's newest production release is one setting away: "rocm_version":
-# "10.1" with "pytorch_version": "2.14.0" (torch[device-<gfx>]==2.14.0+rocm10.1.0).
+# torch AMD's index pairs with it: AMD's newest production release, 10.1 with torch[device-<gfx>]==2.14.0+
+# rocm10.1.0. The release before is one setting away: "rocm_version": "10.0", "pytorch_version": "2.13.0".
 _release = _amd.default_release()
 
 _common = {

@@ -104,7 +104,7 @@ def test_the_comparison_sees_what_matters(pairs: Pairs) -> None:
     assert 'export PYTORCH_ROCM_ARCH="gfx1031"' in profile and "HSA_OVERRIDE" not in profile, profile
     record = state["file /etc/radeonlab/host.json"]
     assert '"gfx": "gfx1031"' in record and '"cpu_build": true' in record, record
-    assert state["pip torch"].startswith("2.13.0") and state["pip llamafactory"] == "0.9.5"
+    assert state["pip torch"].startswith("2.14.0") and state["pip llamafactory"] == "0.9.5"
     meta = repos.coresdk_packages(settings(theirs.inventory_entry()["data"]), ["gfx1031"])[0]
     installed = [v for k, v in state.items() if k.startswith(f"package {meta}:")]
     assert installed and installed[0].endswith("ii"), meta  # the ROCm package for the card's own target

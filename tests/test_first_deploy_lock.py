@@ -20,12 +20,13 @@ import pytest
 from radeonlab.roles.python_stack import lock as stack_lock
 from radeonlab.sandbox import aptrepo, web, wheels
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost
+from radeonlab.sandbox.wheelfiles import standin_torch_version
 from tests.provisioned import Run, run_deploy
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 
 CARDS = {"fd-1100": "rx7900xtx", "fd-1201": "rx9070xt"}
-KEY = "amd-rocm10.0-py3.11-torch2.13.0-lf0.9.5"
+KEY = "amd-rocm10.1-py3.11-torch2.14.0-lf0.9.5"
 VENV = "/home/lab/radeonlab/venv"
 
 
@@ -82,10 +83,10 @@ def lab(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 def test_no_lock_anywhere_resolves_once_per_target_set_into_the_labs_lock(lab: Lab) -> None:
     lock = lab.lock
     by = {(p.name, p.target): p for p in lock.pins}
-    assert by[("torch", "")].version == "2.13.0+rocm10.0.0"
+    assert by[("torch", "")].version == "2.14.0+rocm10.1.0"
     rocm = by[("rocm", "")]  # AMD's selector: the sdist, locked by its hash like any file
-    served_rocm = lab.index.root / "files" / "rocm-10.0.0.tar.gz"
-    assert rocm.url.endswith("/rocm-10.0.0.tar.gz")
+    served_rocm = lab.index.root / "files" / "rocm-10.1.0.tar.gz"
+    assert rocm.url.endswith("/rocm-10.1.0.tar.gz")
     assert rocm.sha256 == hashlib.sha256(served_rocm.read_bytes()).hexdigest()
     assert {("rocm-sdk-core", ""), ("rocm-sdk-libraries", "")} <= set(by)
     for gfx in ("gfx1100", "gfx1201"):
@@ -109,7 +110,8 @@ def test_the_stand_in_torch_imports_through_rocm_sdk_with_its_targets_package(la
     )
     said = h.exec(f"{VENV}/bin/python -c {code!r}", user="lab")
     assert said.returncode == 0, said.stderr[-2000:]
-    assert said.stdout.split()[:3] == ["2.13.0+rocm10.0.0", "10.0.0", "2.13.0+cpu"], said.stdout
+    cpu = f"{standin_torch_version()}+cpu"  # the code is the machine's CPU build
+    assert said.stdout.split()[:3] == ["2.14.0+rocm10.1.0", "10.1.0", cpu], said.stdout
     assert "amdhip64" in said.stdout
     assert h.exec(f"{VENV}/bin/rocm-sdk targets", user="lab").stdout.strip() == "gfx1201"
     freeze = h.exec(f"{VENV}/bin/pip freeze", user="lab").stdout  # installed by URL: "name @ URL" lines

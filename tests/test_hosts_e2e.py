@@ -37,7 +37,7 @@ def test_a_root_deploy_plans_and_runs_without_sudo_and_refuses_root_as_the_train
         assert dry.returncode == 0, dry.stderr[-4000:]
         plan = [op["name"] for op in json.loads(dry.stdout)["plan"]]  # this one host's operations
         for step in (
-            "Install ROCm 10.0 packages",
+            "Install ROCm 10.1 packages",
             "Add lab to video, render",
             "Install the hash-locked stack",
         ):

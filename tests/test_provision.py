@@ -72,10 +72,10 @@ def test_first_run_installs_everything(provisioned: Provisioned) -> None:
         assert "Debian 12: AMD lists Debian only for Instinct parts" in line, line
         assert "os-support.yaml" in line, line
     lock = stack_lock.parse_lock(
-        (provisioned.sandbox.state_dir / "locks" / "amd-rocm10.0-py3.11-torch2.13.0-lf0.9.5.txt").read_text()
+        (provisioned.sandbox.state_dir / "locks" / "amd-rocm10.1-py3.11-torch2.14.0-lf0.9.5.txt").read_text()
     )
     assert {"gfx1100", "gfx1031", "gfx1201"} <= lock.targets()  # one line set per target, one lock
-    assert [p.version for p in lock.pins if p.name == "torch"] == ["2.13.0+rocm10.0.0"]
+    assert [p.version for p in lock.pins if p.name == "torch"] == ["2.14.0+rocm10.1.0"]
     assert "wrote the lab's hash lock" in provisioned.first.stderr
 
 
@@ -175,7 +175,7 @@ def test_swapping_a_card_changes_only_what_the_card_decides(
         assert run.returncode == 0, run.stderr[-5000:]
         changed = run.changed_ops(h.name)
         assert any("Export the GPU settings" in op for op in changed), changed
-        # The card decides the profile, the ROCm target package (amdrocm10.0-gfx1201), the torch device extra
+        # The card decides the profile, the ROCm target package (amdrocm10.1-gfx1201), the torch device extra
         # (device-gfx1201) and the host record; the sources and PATH stay as they were.
         decided = (
             "Export the GPU settings",
@@ -187,7 +187,7 @@ def test_swapping_a_card_changes_only_what_the_card_decides(
             "this host's lines of the hash lock",  # the lock file holds only this card's device line
         )
         assert all(any(d in op for d in decided) for op in changed), changed
-        assert any("amdrocm10.0-gfx1201" in op for op in changed), changed
+        assert any("amdrocm10.1-gfx1201" in op for op in changed), changed
         assert exports((h.root / PROFILE).read_text()) == EXPECTED_ENV["rx9070xt"]
         assert {p: (h.root / p).read_text() for p in before} == before
         # Swapped back without re-provisioning: the fleet (and so placement) sees the record is stale.

@@ -88,11 +88,11 @@ def test_7900xtx_gets_the_multi_arch_repo_its_target_package_and_torch_extra(lab
     assert "/amd/rocm/packages-multi-arch/debian12 stable main" in lines, lines
     assert "signed-by=/etc/apt/keyrings/amdrocm.gpg" in lines
     assert "Pin: release o=repo.amd.com" in (h.root / "etc/apt/preferences.d/amdrocm-pin-600").read_text()
-    assert "amdrocm10.0-gfx1100" in installed(h)
+    assert "amdrocm10.1-gfx1100" in installed(h)
     versions = pip_versions(h)
-    assert versions["torch"] == "2.13.0+rocm10.0.0" and "rocm-sdk-device-gfx1100" in versions, versions
-    assert (h.root / "opt/rocm/core-10.0/.info/version").read_text().strip() == "10.0.0"
-    assert resolve(h, "/opt/rocm/bin") == "/opt/rocm/core-10.0/bin"
+    assert versions["torch"] == "2.14.0+rocm10.1.0" and "rocm-sdk-device-gfx1100" in versions, versions
+    assert (h.root / "opt/rocm/core-10.1/.info/version").read_text().strip() == "10.1.0"
+    assert resolve(h, "/opt/rocm/bin") == "/opt/rocm/core-10.1/bin"
     assert rocm_sources(h) == ["etc/apt/preferences.d/amdrocm-pin-600", "etc/apt/sources.list.d/amdrocm.list"]
 
 
@@ -110,10 +110,10 @@ def test_pytorch_source_is_one_setting_away(lab: Lab) -> None:
     h = lab.hosts["prov-6700xt-pt"]
     versions = pip_versions(h)
     assert not any(n.startswith("rocm-sdk-device-") for n in versions), versions  # no AMD extras
-    # the stand-in index's torch is taken by `torch==2.13.0`: a ROCm build's local label matches the pin
-    assert versions["torch"].startswith("2.13.0+"), versions
-    # the system ROCm stays the default Core SDK; amdrocm10.0 for every target (no per-target gfx1031 package)
-    assert "amdrocm10.0" in installed(h)
+    # the stand-in index's torch is taken by `torch==2.14.0`: a ROCm build's local label matches the pin
+    assert versions["torch"].startswith("2.14.0+"), versions
+    # the system ROCm stays the default Core SDK; amdrocm10.1 for every target (no per-target gfx1031 package)
+    assert "amdrocm10.1" in installed(h)
 
 
 def test_strix_halo_is_a_training_gpu_with_its_unified_memory(lab: Lab) -> None:
@@ -122,7 +122,7 @@ def test_strix_halo_is_a_training_gpu_with_its_unified_memory(lab: Lab) -> None:
     gpu = record["gpus"][0]
     assert gpu["gfx"] == "gfx1151" and gpu["igpu"] is True
     assert gpu["usable_memory"] == 536870912 + 67148152832 and gpu["override"] is None, gpu
-    assert "amdrocm10.0-gfx1151" in installed(h)
+    assert "amdrocm10.1-gfx1151" in installed(h)
     assert "rocm-sdk-device-gfx1151" in pip_versions(h)
 
 
@@ -135,7 +135,7 @@ def test_switching_streams_leaves_one_source_one_pin_one_rocm(lab: Lab) -> None:
         assert rocm_sources(h) == ["etc/apt/preferences.d/rocm-pin-600", "etc/apt/sources.list.d/rocm.list"]
         assert not any(p.startswith("amdrocm") for p in installed(h))
         assert resolve(h, "/opt/rocm") == "/opt/rocm-7.2.4"
-        assert not (h.root / "opt/rocm-7.2.4/core-10.0").exists()
+        assert not (h.root / "opt/rocm-7.2.4/core-10.1").exists()
         assert linker_rocm_paths(h) == ["/opt/rocm/lib", "/opt/rocm/lib64"]
     finally:
         h.drop_data(*LEGACY)
@@ -143,10 +143,10 @@ def test_switching_streams_leaves_one_source_one_pin_one_rocm(lab: Lab) -> None:
     assert back.returncode == 0, back.stderr[-5000:]
     assert rocm_sources(h) == ["etc/apt/preferences.d/amdrocm-pin-600", "etc/apt/sources.list.d/amdrocm.list"]
     packages = installed(h)
-    assert "amdrocm10.0-gfx1100" in packages and "rocm-core" not in packages and "rocminfo" not in packages
+    assert "amdrocm10.1-gfx1100" in packages and "rocm-core" not in packages and "rocminfo" not in packages
     assert not (h.root / "opt/rocm-7.2.4").exists()
     assert linker_rocm_paths(h) == ["/opt/rocm/lib"]
-    assert resolve(h, "/opt/rocm/lib") == "/opt/rocm/core-10.0/lib"
+    assert resolve(h, "/opt/rocm/lib") == "/opt/rocm/core-10.1/lib"
     assert run_deploy(lab.sandbox, [h]).changed_ops(h.name) == []
 
 
@@ -173,20 +173,20 @@ def test_bad_inputs_are_refused_in_one_line_before_any_change(lab: Lab, data: di
         lab.sandbox.destroy_host(h.name)
 
 
-def test_amds_newest_release_and_7_14_1_are_one_setting_away(lab: Lab) -> None:
-    """rocm_version as AMD writes it: 10.1.0 (AMD's newest production release) from the 10.x repository, then
-    7.14.1 from AMD's legacy multi-arch repository (the sandbox serves both from one SIMULATED pool; the
-    settings name each). torch from download.pytorch.org's index: the sandbox's SIMULATED torch is 2.13.0
-    only, and AMD pairs 10.1 with torch 2.14."""
-    h = lab.sandbox.create_host("cs-101", card="rx7900xtx", data={"rocm_version": "10.1.0", **PT})
+def test_the_previous_release_and_7_14_1_are_one_setting_away(lab: Lab) -> None:
+    """rocm_version as AMD writes it: 10.0.0 (the release before AMD's newest, the default) from the 10.x
+    repository, then 7.14.1 from AMD's legacy multi-arch repository (the sandbox serves all from one
+    SIMULATED pool; the settings name each). torch from download.pytorch.org's index (its lock is the
+    pytorch-source variant's: no second resolution)."""
+    h = lab.sandbox.create_host("cs-100", card="rx7900xtx", data={"rocm_version": "10.0.0", **PT})
     try:
         run = run_deploy(lab.sandbox, [h])
         assert run.returncode == 0, run.stderr[-5000:]
         changed = run.changed_ops(h.name)
-        assert any("Install ROCm 10.1.0 packages (amdrocm10.1-gfx1100)" in op for op in changed), changed
-        assert "amdrocm10.1-gfx1100" in installed(h)
-        assert (h.root / "opt/rocm/core-10.1/.info/version").read_text().strip() == "10.1.0"
-        assert resolve(h, "/opt/rocm/lib") == "/opt/rocm/core-10.1/lib"
+        assert any("Install ROCm 10.0.0 packages (amdrocm10.0-gfx1100)" in op for op in changed), changed
+        assert "amdrocm10.0-gfx1100" in installed(h)
+        assert (h.root / "opt/rocm/core-10.0/.info/version").read_text().strip() == "10.0.0"
+        assert resolve(h, "/opt/rocm/lib") == "/opt/rocm/core-10.0/lib"
         h.set_data(rocm_version="7.14.1")
         run = run_deploy(lab.sandbox, [h])
         assert run.returncode == 0, run.stderr[-5000:]

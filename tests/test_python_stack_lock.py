@@ -42,19 +42,19 @@ def test_a_line_without_a_hash_is_refused() -> None:
 
 
 def test_the_lock_key_names_every_axis_of_the_stack() -> None:
-    assert stack_lock.lock_key(DEFAULTS, "10.0.0", "3.11.2") == "amd-rocm10.0-py3.11-torch2.13.0-lf0.9.5"
+    assert stack_lock.lock_key(DEFAULTS, "10.1.0", "3.11.2") == "amd-rocm10.1-py3.11-torch2.14.0-lf0.9.5"
     pt = {**DEFAULTS, "pytorch_source": "pytorch"}
-    assert stack_lock.lock_key(pt, "7.2.4", "3.12") == "pytorch-rocm7.2-py3.12-torch2.13.0-lf0.9.5"
+    assert stack_lock.lock_key(pt, "7.2.4", "3.12") == "pytorch-rocm7.2-py3.12-torch2.14.0-lf0.9.5"
 
 
 def _write_lock(tmp_path: Path, data: dict, pins: list[str]) -> dict:
-    key = stack_lock.lock_key(data, "10.0", "3.11")
+    key = stack_lock.lock_key(data, "10.1", "3.11")
     (tmp_path / f"{key}.txt").write_text("".join(f"{p} --hash=sha256:{H['a']}\n" for p in pins))
     return {**data, "python_stack_lock_dir": str(tmp_path)}
 
 
 STACK_PINS = [
-    "torch==2.13.0+rocm10.0.0",
+    "torch==2.14.0+rocm10.1.0",
     *DEFAULTS["python_stack_requirements"],  # type: ignore[misc]
     "llamafactory==0.9.5",
 ]
@@ -62,16 +62,16 @@ STACK_PINS = [
 
 def test_a_current_lock_loads_and_a_changed_pin_is_refused_with_the_fix(tmp_path: Path) -> None:
     data = _write_lock(tmp_path, dict(DEFAULTS), STACK_PINS)
-    lock = stack_lock.load_lock(data, "10.0", "3.11", [], "/nowhere")
-    assert lock.key == "amd-rocm10.0-py3.11-torch2.13.0-lf0.9.5"
+    lock = stack_lock.load_lock(data, "10.1", "3.11", [], "/nowhere")
+    assert lock.key == "amd-rocm10.1-py3.11-torch2.14.0-lf0.9.5"
     assert stack_lock.covers(lock, data, [], []) and not stack_lock.covers(lock, data, ["gfx1100"], [])
     moved = [p.replace("peft==0.18.1", "peft==0.18.2") for p in data["python_stack_requirements"]]
     with pytest.raises(ValueError) as refused:
-        stack_lock.load_lock({**data, "python_stack_requirements": moved}, "10.0", "3.11", [], "/nowhere")
+        stack_lock.load_lock({**data, "python_stack_requirements": moved}, "10.1", "3.11", [], "/nowhere")
     assert str(refused.value).startswith("peft==0.18.2 pinned but not in the hash lock")
     assert "python_stack_lock_refresh: true" in str(refused.value)
     with pytest.raises(ValueError, match="tensorboard==2.21.0 pinned but not in the hash lock"):
-        stack_lock.load_lock(data, "10.0", "3.11", ["tensorboard"], "/nowhere")  # an extra the lock lacks
+        stack_lock.load_lock(data, "10.1", "3.11", ["tensorboard"], "/nowhere")  # an extra the lock lacks
 
 
 def test_no_lock_yet_says_the_first_deploy_makes_it_beside_the_inventory(tmp_path: Path) -> None:
@@ -222,10 +222,10 @@ def test_lines_carried_into_a_new_resolution_keep_their_urls_only_from_the_same_
 
 
 def test_stack_roots_are_the_pins_with_one_device_extra_per_target() -> None:
-    roots = resolve.stack_roots(DEFAULTS, "10.0", ["gfx1100"], ["tensorboard"])
-    assert roots.common[0] == "torch==2.13.0+rocm10.0.0" and roots.common[-1] == "llamafactory==0.9.5"
+    roots = resolve.stack_roots(DEFAULTS, "10.1", ["gfx1100"], ["tensorboard"])
+    assert roots.common[0] == "torch==2.14.0+rocm10.1.0" and roots.common[-1] == "llamafactory==0.9.5"
     assert "peft==0.18.1" in roots.common and not any("[" in r for r in roots.common)
-    assert roots.targets["gfx1100"][0] == "torch[device-gfx1100]==2.13.0+rocm10.0.0"
+    assert roots.targets["gfx1100"][0] == "torch[device-gfx1100]==2.14.0+rocm10.1.0"
     assert roots.extras == {"tensorboard": ["tensorboard==2.21.0"]}
     assert "llamafactory==0.9.5" not in roots.all()  # installed --no-deps, in its own step
 

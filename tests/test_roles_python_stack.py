@@ -13,14 +13,15 @@ PT = {**DEFAULTS, "pytorch_source": "pytorch"}  # download.pytorch.org, one sett
 
 def test_the_pytorch_source_asks_for_its_torch_and_torchaudio_unpinned_builds() -> None:
     request = plan.torch_request(PT, "7.2.4", [])
-    assert request.requirements == ["torch==2.13.0", "torchaudio"] and request.device_packages == []
+    assert request.requirements == ["torch==2.14.0", "torchaudio"] and request.device_packages == []
     assert plan.torch_index_url(PT, "7.2.4") == "https://download.pytorch.org/whl/rocm7.2"
 
 
 def test_amd_wheels_one_device_extra_per_target_as_amd_writes_it() -> None:
     # AMD (docs/notes/rocm-facts.md, "Since 7.2.4"): pip install --index-url https://stable.repo.amd.com/rocm/whl-next/
     #   "torch[device-gfx1201]==2.13.0+rocm10.0.0"; TheRock RELEASES.md: "torch[device-gfx942,device-gfx950]"
-    request = plan.torch_request(DEFAULTS, "10.0", ["gfx1201", "gfx1100"])
+    ten = {**DEFAULTS, "pytorch_version": "2.13.0"}  # ROCm 10.0 with the torch AMD pairs it with
+    request = plan.torch_request(ten, "10.0", ["gfx1201", "gfx1100"])
     assert request.requirements == [
         "torch[device-gfx1100,device-gfx1201]==2.13.0+rocm10.0.0",
         "torchaudio==2.11.*",
@@ -32,8 +33,8 @@ def test_amd_wheels_one_device_extra_per_target_as_amd_writes_it() -> None:
         "amd-torch-device-gfx1201",
         "rocm-sdk-device-gfx1201",
     ]
-    assert plan.torch_index_url(DEFAULTS, "10.0") == "https://stable.repo.amd.com/rocm/whl-next/"
-    with_vision = {**DEFAULTS, "pytorch_extra_packages": ["torchvision", "torchaudio"]}
+    assert plan.torch_index_url(ten, "10.0") == "https://stable.repo.amd.com/rocm/whl-next/"
+    with_vision = {**ten, "pytorch_extra_packages": ["torchvision", "torchaudio"]}
     assert plan.torch_request(with_vision, "10.0", ["gfx1151"]).requirements == [
         "torch[device-gfx1151]==2.13.0+rocm10.0.0",
         "torchvision[device-gfx1151]==0.28.*",

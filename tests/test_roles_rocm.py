@@ -20,7 +20,9 @@ def fact(name: str, major: int, minor: int, codename: str) -> dict:
 
 
 def data(**kv: object) -> dict:
-    return {**DEFAULTS, **kv}
+    """The role's defaults on ROCm 10.0, the release whose install selector AMD published (quoted below);
+    the default release (10.1) differs only in the version (tests/test_amd_world.py compares them)."""
+    return {**DEFAULTS, "rocm_version": "10.0", **kv}
 
 
 KEY = "signed-by=/etc/apt/keyrings/rocm.gpg"
@@ -244,6 +246,9 @@ def test_driver_repository_per_rocm_series() -> None:
     assert repos.driver_version(data(rocm_version="7.1")) == "30.20"
     with pytest.raises(ValueError):
         repos.driver_sources(data(rocm_version="7.14"), "noble")
+    # AMD's documents give no driver number for 10.1 (the default): 10.0's, the newest they give, is chosen
+    assert repos.driver_sources(dict(DEFAULTS), "noble")[0].endswith("/amdgpu/31.50/ubuntu noble main")
+    assert repos.driver_version({**DEFAULTS, "rocm_amdgpu_version": "31.60"}) == "31.60"
 
 
 def test_torch_pairing_for_both_sources() -> None:

@@ -68,7 +68,7 @@ def test_one_hash_checked_download_of_the_labs_lines_of_the_lock() -> None:
     assert "--only-binary=:all:" not in cmd  # AMD's `rocm` selector is an sdist: locked by hash like a wheel
     assert cmd[-2:] == ["-r", "/c/lock.txt"] and cmd[cmd.index("--dest") + 1] == "/c/files"
     assert cmd[cmd.index("--python-version") + 1] == "3.11"
-    assert cmd[cmd.index("--index-url") + 1] == "https://pypi.org/simple"
+    assert "--index-url" not in cmd  # python_stack_index_url's default: pip's own index
     assert cmd[cmd.index("--extra-index-url") + 1] == "https://stable.repo.amd.com/rocm/whl-next/"
     same = plan.Upstream("http://mirror/simple/", (), "http://mirror/simple/")
     assert "--extra-index-url" not in plan.download_command(same, "/c", "3.11")

@@ -21,17 +21,8 @@ FORBIDDEN: dict[str, re.Pattern[str]] = {
 }
 # Inputs nobody here wrote, kept byte for byte (a dataset row may mention anything).
 VERBATIM = ("tests/fixtures/llamafactory-v0.9.5/",)
-# Left to do (issue 24 item 10), each to be removed here when fixed; the test fails on any other, and on an
-# entry here that no longer occurs. python_stack_index_url's default names PyPI's URL (to become pip's own
-# default index); the sandbox takes its CPU torch from the machine's local wheel folder by path (to become
-# pip's configured find-links).
-KNOWN: dict[str, int] = {
-    "src/radeonlab/roles/python_stack/README.md": 1,
-    "src/radeonlab/roles/python_stack/defaults.py": 1,
-    "src/radeonlab/sandbox/wheels.py": 4,
-    "tests/test_roles_wheel_cache.py": 1,
-    "tests/test_wheels.py": 1,
-}
+# Lines allowed per file (none left: issue 24 item 10 is done); the test fails on any other occurrence.
+KNOWN: dict[str, int] = {}
 
 
 def tracked_text_files() -> list[Path]:

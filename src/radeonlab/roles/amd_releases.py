@@ -109,15 +109,10 @@ RELEASES: tuple[Release, ...] = (
 
 NEWEST_PRODUCTION = "10.1.0"  # [TRANSITION]
 # The release the product installs by default (rocm_version, pytorch_version, inventories/home.py).
-DEFAULT_RELEASE = "10.0.0"
+DEFAULT_RELEASE = "10.1.0"
 
 # Where the product knowingly differs from AMD's documents (tests/test_amd_world.py accepts exactly these).
 DECLARED_CHOICES: dict[str, str] = {
-    # AMD's newest production release is 10.1.0 and 10.1 installs when asked (rocm_version: "10.1"). The
-    # default stays 10.0.0 until the test bed can show torch 2.14 installing: its SIMULATED torch is the
-    # machine's CPU torch 2.13.0 repacked (sandbox/wheels.py, amdwheels.py), so a 10.1 default would be
-    # provisioned nowhere before a real workstation. Switching is this one line (DEFAULT_RELEASE).
-    "default-not-newest": "default 10.0.0 while AMD's newest production release is 10.1.0",
     # The legacy stream (repo.radeon.com) is outside AMD's 10.x matrix; kept for Ubuntu 22.04/24.04 hosts
     # that must stay on it. Older legacy releases (6.0 and later, not in AMD's list) are accepted too.
     "legacy-7.2": "legacy releases 7.2.x kept (and 6.0-7.1 accepted) outside AMD's 10.x matrix",

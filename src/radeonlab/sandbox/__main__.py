@@ -58,13 +58,14 @@ def laptop_requirements() -> list[str]:
     """The training-stack pins the laptop needs to make the tiny model and load adapters.
 
     Taken from roles/python_stack/defaults.py so the laptop and the workstations run the same versions;
-    on this machine `torch==X` resolves to the local CPU wheel.
+    torch is the machine's local CPU wheel, the one every SIMULATED torch of the sandbox is made of.
     """
     from radeonlab.roles.python_stack.defaults import DEFAULTS
+    from radeonlab.sandbox.wheelfiles import standin_torch_version
 
     wanted = {"transformers", "peft", "safetensors"}
     pins = [r for r in DEFAULTS["python_stack_requirements"] if r.split("==")[0] in wanted]
-    return [f"torch=={DEFAULTS['pytorch_version']}", *pins]
+    return [f"torch=={standin_torch_version()}", *pins]
 
 
 def _provision(sbx: Sandbox, names: list[str]) -> None:

@@ -8,8 +8,8 @@ Three parts are SIMULATED and say so in the served README and index pages:
 - AMD's aggregate index, generated from amdworld/*.yaml by amdwheels.py (never from the product's tables):
   torch <torch>+rocm<V> per release (the CPU wheel repacked), the `rocm` selector sdist, stand-in rocm-sdk-*
   and amd-torch-device-* wheels, so pip resolves `torch[device-gfx1100]==...` through AMD's graph.
-- torch is this machine's CPU wheel (/opt/wheels/torch-<version>+cpu-...) standing in for the ROCm build a
-  real workstation gets from PyTorch's ROCm index (whl/rocm<series>).
+- torch is this machine's CPU wheel (torch-<version>+cpu-..., from pip's find-links folders) standing in
+  for the ROCm build a real workstation gets from PyTorch's ROCm index (whl/rocm<series>).
 - torchaudio is PyPI's wheel (a CUDA build whose native libraries fail beside CPU torch) repacked without
   `torchaudio/lib/*.so` and with a marker file; LLaMA-Factory only imports it for text training. The version
   is kept, so pip resolves exactly what it would resolve against the real index.
@@ -41,18 +41,21 @@ from pathlib import Path
 from radeonlab.roles.python_stack.defaults import DEFAULTS
 from radeonlab.sandbox import config
 from radeonlab.sandbox.amdwheels import amd_index
-from radeonlab.sandbox.wheelfiles import cache_dir, record_hash, sha256_file
+from radeonlab.sandbox.wheelfiles import (
+    cache_dir,
+    local_torch_wheel,
+    record_hash,
+    sha256_file,
+    standin_torch_version,
+)
 
 # --- data -------------------------------------------------------------------------------------------------
-PYPI_INDEX_URL = "https://pypi.org/simple"
 # The sandbox hosts' interpreter: Debian 12 (bookworm) python3 3.11.2, x86_64, glibc 2.36.
 TARGET_PYTHON_VERSION = "3.11"
 TARGET_IMPLEMENTATION = "cp"
 TARGET_ABI = "cp311"
 TARGET_ARCH = "x86_64"
 TARGET_GLIBC = (2, 36)
-# The machine's CPU torch, the SIMULATED stand-in for the ROCm build.
-LOCAL_TORCH_GLOB = "/opt/wheels/torch-{version}+cpu-cp311-cp311-*.whl"
 # torchaudio is not pinned by the role (it takes the one matching torch from the torch index).
 TORCHAUDIO_REQUIREMENT = "torchaudio"
 # python_stack_extras served to sandbox hosts (at the role's pins, with their dependencies): those a CPU host
@@ -76,7 +79,7 @@ SIMULATED_NOTE = (
 def isolated_pip_env(base: dict[str, str] | None = None) -> dict[str, str]:
     """Environment in which pip reads no config file (PIP_CONFIG_FILE=/dev/null skips global, user and site
     files, so /etc/xdg/pip's constraints and extra indexes are ignored) and no PIP_* variable except
-    transport settings (PIP_FIND_LINKS=/opt/wheels is set on this machine)."""
+    transport settings (the machine's PIP_FIND_LINKS folder of local wheels is dropped too)."""
     env = {k: v for k, v in (base if base is not None else os.environ).items() if not k.startswith("PIP_")}
     env.update({k: os.environ[k] for k in PIP_ENV_KEEP if k in os.environ})
     env["PIP_CONFIG_FILE"] = os.devnull
@@ -105,7 +108,7 @@ def _pip_download(dest: Path, args: list[str]) -> None:
     for plat in target_platforms():
         target += ["--platform", plat]
     cmd = [sys.executable, "-m", "pip", "download", "--no-cache-dir", "--dest", str(dest)]
-    cmd += ["--index-url", PYPI_INDEX_URL, *target, *args]
+    cmd += [*target, *args]  # pip's default index, PyPI: no configuration file is read (isolated_pip_env)
     subprocess.run(cmd, check=True, env=isolated_pip_env())
 
 
@@ -121,21 +124,11 @@ def wheel_name_version(filename: str) -> tuple[str, str]:
     return normalize(name), version
 
 
-def local_torch_wheel() -> Path:
-    version = str(DEFAULTS["pytorch_version"])
-    found = sorted(Path("/").glob(LOCAL_TORCH_GLOB.format(version=version).lstrip("/")))
-    if not found:
-        raise FileNotFoundError(
-            f"no local CPU torch wheel matching {LOCAL_TORCH_GLOB.format(version=version)}"
-        )
-    return found[-1]
-
-
 # --- the lock ----------------------------------------------------------------------------------------------
 def lock_inputs() -> dict[str, object]:
     """Everything the lock is resolved from; its digest tells whether the lock is stale."""
     return {
-        "pytorch_version": DEFAULTS["pytorch_version"],
+        "pytorch_version": standin_torch_version(),  # the stand-in's, not the product's default torch
         "torchaudio": TORCHAUDIO_REQUIREMENT,
         "llamafactory_version": DEFAULTS["llamafactory_version"],
         "python_stack_requirements": list(DEFAULTS["python_stack_requirements"]),  # type: ignore[call-overload]
@@ -194,7 +187,7 @@ def relock(path: Path = LOCK_FILE, fresh: bool = False) -> int:
     """Resolve the stack against PyPI for the hosts' interpreter, write the lock, keep the files in the cache.
     Keeps the current lock's versions as constraints unless `fresh`. Returns the bytes downloaded."""
     torch = local_torch_wheel()
-    reqs = [f"torch=={DEFAULTS['pytorch_version']}", TORCHAUDIO_REQUIREMENT]
+    reqs = [f"torch=={standin_torch_version()}", TORCHAUDIO_REQUIREMENT]
     reqs += list(DEFAULTS["python_stack_requirements"])  # type: ignore[call-overload]
     reqs += extras_pins()  # resolved with the stack, as the role installs them (the stack's pins hold)
     with tempfile.TemporaryDirectory() as tmp:
@@ -419,7 +412,7 @@ def install_stack(venv: Path, index_url: str, python: str = "python3.11") -> dic
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-cache-dir", "--index-url", index_url]
     steps = {
         "venv": [python, "-m", "venv", str(venv)],
-        "torch": [*pip, f"torch=={DEFAULTS['pytorch_version']}", TORCHAUDIO_REQUIREMENT],
+        "torch": [*pip, f"torch=={standin_torch_version()}", TORCHAUDIO_REQUIREMENT],
         "requirements": [*pip, *DEFAULTS["python_stack_requirements"]],  # type: ignore[misc]
         "llamafactory": [*pip, "--no-deps", f"llamafactory=={DEFAULTS['llamafactory_version']}"],
     }

@@ -72,8 +72,10 @@ def make_venv(path: Path | None = None) -> Path:
     pins = pinned_versions()
     pip = [str(path / "bin" / "python"), "-m", "pip", "install", "--quiet"]
     subprocess.run([GENERATOR_PYTHON, "-m", "venv", str(path)], check=True)
-    # torch first and alone: pip's configured find-links supply the machine's CPU wheel.
-    subprocess.run([*pip, f"torch=={pins['torch']}"], check=True)
+    # torch first and alone, the CPU build from pip's configured find-links only (--no-index: PyPI's Linux
+    # torch is a CUDA build of several GB). Its version does not matter: the keys are LLaMA-Factory's and
+    # transformers' argument dataclasses, and the product's torch pin (pins["torch"]) is AMD's ROCm build.
+    subprocess.run([*pip, "--no-index", "--only-binary=:all:", "torch"], check=True)
     subprocess.run([*pip, *map(str, DEFAULTS["python_stack_requirements"])], check=True)  # type: ignore[arg-type]
     subprocess.run([*pip, "--no-deps", f"llamafactory=={pins['llamafactory']}"], check=True)
     return path

@@ -186,8 +186,8 @@ def install_python_stack(
 
 def _index_args(data: dict[str, Any], rocm_version: str) -> tuple[list[str], list[str]]:
     """pip's index options for this stack, and the index URLs (what a lock records it was made from)."""
-    args = ["--index-url", str(data["python_stack_index_url"])]
-    indexes = [str(data["python_stack_index_url"])]
+    args = plan.index_url_args(str(data["python_stack_index_url"]))
+    indexes = [str(data["python_stack_index_url"]) or plan.PIP_DEFAULT_INDEX]
     torch_index = plan.torch_index_url(data, rocm_version)
     if torch_index != data["python_stack_index_url"]:
         args += ["--extra-index-url", torch_index]

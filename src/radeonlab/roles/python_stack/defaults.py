@@ -145,10 +145,10 @@ DEFAULTS: dict[str, object] = {
     # the user that trains (the Hub client's file locks then work for every job).
     "python_stack_model_cache": "~/radeonlab/models",
     # Where torch comes from: "amd" = AMD's multi-arch wheels for the Core SDK release (AMD_WHEELS: torch
-    # with a device-<gfx> extra per GPU target on the host, e.g. torch[device-gfx1100]==2.13.0+rocm10.0.0);
+    # with a device-<gfx> extra per GPU target on the host, e.g. torch[device-gfx1100]==2.14.0+rocm10.1.0);
     # "pytorch" = download.pytorch.org's rocm<series> index (PYTORCH_ROCM_PAIRING), the legacy 7.2.4 pair.
     "pytorch_source": "amd",
-    # PyTorch: the public version; the ROCm build's local label (+rocm10.0.0) comes from the source. Default:
+    # PyTorch: the public version; the ROCm build's local label (+rocm10.1.0) comes from the source. Default:
     # the torch AMD's index pairs with the default ROCm release (roles/amd_releases.py DEFAULT_RELEASE).
     "pytorch_version": amd_releases.default_release().torch,
     # Empty: the source's index (AMD_WHEELS[...].index_url, or pytorch_index_url_template for "pytorch").
@@ -163,8 +163,9 @@ DEFAULTS: dict[str, object] = {
     # data/mm_plugin.py. With AMD's wheels each is pinned as that index pairs it (AMD_WHEELS; torchvision
     # gets the device extras too); with download.pytorch.org unpinned (pip takes the matching build).
     "pytorch_extra_packages": ["torchaudio"],
-    # Where everything that is not torch comes from (a lab mirror, or PyPI).
-    "python_stack_index_url": "https://pypi.org/simple",
+    # Where everything that is not torch comes from: a lab mirror's URL, or empty for pip's own index (PyPI,
+    # or what the host's pip configuration names).
+    "python_stack_index_url": "",
     # LLaMA-Factory is installed without its declared dependencies (they pull gradio, torchvision and a
     # CUDA torch); these are the ones text LoRA training needs, pinned to what is tested.
     "llamafactory_version": "0.9.5",

@@ -65,6 +65,16 @@ def torch_index_url(data: Mapping[str, Any], rocm_version: str) -> str:
     return str(data["pytorch_index_url_template"]).format(rocm_series=pytorch_rocm_series(data, rocm_version))
 
 
+# What a lock's `# indexes:` line records for pip's own index (python_stack_index_url left empty): one word.
+PIP_DEFAULT_INDEX = "pip-default-index"
+
+
+def index_url_args(url: str) -> list[str]:
+    """pip's --index-url for python_stack_index_url; none when it is empty: pip's own index (PyPI, or what
+    the host's pip configuration names), so the product names no index it was not given."""
+    return ["--index-url", url] if url else []
+
+
 def pytorch_rocm_series(data: Mapping[str, Any], rocm_version: str) -> str:
     """The rocm<series> index of download.pytorch.org to take torch from: pytorch_rocm_series, else the
     legacy ROCm being installed (7.2.4 -> 7.2), else the first series that torch release is built for

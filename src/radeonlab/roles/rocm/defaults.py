@@ -84,9 +84,13 @@ DEFAULTS: dict[str, Any] = {
     "rocm_install_driver": False,
     "rocm_amdgpu_repo_url": "https://repo.radeon.com/amdgpu",  # + /<driver version>/ubuntu <suite> main
     # The driver repository is numbered on its own from ROCm 7.0 (docs/notes/rocm-facts.md); 10.0 pairs with
-    # 31.50
-    # (amdgpu-install/31.50 in AMD's 10.0 selector, releases.py [S1]). 7.14's was not found: set it.
-    "rocm_amdgpu_versions": {"7.0": "30.10", "7.1": "30.20", "7.2": "30.30", "10.0": "31.50"},
+    # 31.50 (amdgpu-install/31.50 in AMD's 10.0 selector, releases.py [S1]). 10.1: AMD's documents read here
+    # give no driver number; 31.50, the newest they give, is chosen (the kernel driver is not tied to one
+    # ROCm release the way the user-space packages are); set rocm_amdgpu_version when AMD names 10.1's.
+    # 7.14's was not found: set it.
+    "rocm_amdgpu_versions": {
+        "7.0": "30.10", "7.1": "30.20", "7.2": "30.30", "10.0": "31.50", "10.1": "31.50",
+    },  # fmt: skip
     "rocm_amdgpu_version": "",
     # Distribution codename -> the driver repository's suite (Ubuntu 26.04 has its own: resolute, [S1]).
     "rocm_amdgpu_suites": {

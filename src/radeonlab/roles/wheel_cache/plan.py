@@ -127,7 +127,7 @@ def download_command(upstream: Upstream, cache_dir: str, pyver: str) -> str:
     pip = [
         f"{cache_dir}/{TOOL_VENV}/bin/pip", "download", "--disable-pip-version-check", "--no-cache-dir",
         "--python-version", pyver, "--dest", f"{cache_dir}/{FILES}",
-        "--require-hashes", "--no-deps", "--index-url", upstream.index_url,
+        "--require-hashes", "--no-deps", *stack_plan.index_url_args(upstream.index_url),
     ]  # fmt: skip
     if upstream.torch_index_url != upstream.index_url:
         pip += ["--extra-index-url", upstream.torch_index_url]

@@ -96,7 +96,7 @@ def radeonlab_pip_steps(settings: Mapping[str, Any], gfx_targets: Sequence[str])
     torch_args = ["--index-url", stack_plan.torch_index_url(data, rocm)]
     for link in data["pytorch_find_links"]:
         torch_args += ["--find-links", str(link)]
-    index = ["--index-url", str(data["python_stack_index_url"])]
+    index = stack_plan.index_url_args(str(data["python_stack_index_url"]))
     return [
         {"packages": request.requirements, "pip_args": torch_args},
         {"packages": list(data["python_stack_requirements"]), "pip_args": index},
