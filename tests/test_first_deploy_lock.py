@@ -25,7 +25,7 @@ from tests.provisioned import Run, run_deploy
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 
-CARDS = {"fd-1100": "rx7900xtx", "fd-1201": "rx9070xt"}
+CARDS = {"fd-1100": "rx7900xtx", "fd-1201": "rx9070xt", "fd-1151": "strixhalo"}
 KEY = "amd-rocm10.1-py3.11-torch2.14.0-lf0.9.5"
 VENV = "/home/lab/radeonlab/venv"
 
@@ -89,15 +89,15 @@ def test_no_lock_anywhere_resolves_once_per_target_set_into_the_labs_lock(lab: L
     assert rocm.url.endswith("/rocm-10.1.0.tar.gz")
     assert rocm.sha256 == hashlib.sha256(served_rocm.read_bytes()).hexdigest()
     assert {("rocm-sdk-core", ""), ("rocm-sdk-libraries", "")} <= set(by)
-    for gfx in ("gfx1100", "gfx1201"):
+    for gfx in ("gfx1100", "gfx1201", "gfx1151"):
         assert {(f"rocm-sdk-device-{gfx}", gfx), (f"amd-torch-device-{gfx}", gfx)} <= set(by), gfx
     assert "wrote the lab's hash lock" in lab.first.stderr and str(lab.locks_dir) in lab.first.stderr
-    # one resolution per target set: two hosts, two GPU targets, two reads of torch's page
+    # one resolution per target set: three hosts, three GPU targets, three reads of torch's page
     torch_pages = sum(
         n for p, n in simple_pages(lab.served_first).items() if p.startswith("/pypi/simple/torch/")
     )
-    print(f"\nfirst deploy of 2 hosts: {lab.first.seconds:.1f}s; /simple/torch/ read {torch_pages} times")
-    assert torch_pages == 2, simple_pages(lab.served_first)
+    print(f"\nfirst deploy of 3 hosts: {lab.first.seconds:.1f}s; /simple/torch/ read {torch_pages} times")
+    assert torch_pages == 3, simple_pages(lab.served_first)
 
 
 def test_the_stand_in_torch_imports_through_rocm_sdk_with_its_targets_package(lab: Lab) -> None:
@@ -156,3 +156,22 @@ def test_one_changed_byte_in_a_served_file_fails_the_next_host_in_one_line_and_k
     assert f"expected sha256 {locked}, received {hashlib.sha256(changed).hexdigest()}" in said[0]
     assert "THESE PACKAGES DO NOT MATCH" not in run.stderr  # pip's own block is not shown
     assert h.exec(f"{VENV}/bin/pip freeze", user="lab").stdout.strip() == ""  # nothing of that install
+
+
+def test_torch_without_its_targets_device_package_fails_verify_in_one_line_and_a_deploy_repairs_it(
+    lab: Lab,
+) -> None:
+    """AMD's torch with no amd-torch-device-<gfx> has no kernels for the card (the mistake the product once
+    made): verify fails the host in one line naming the package; deploy/setup.py installs it again."""
+    h = lab.hosts["fd-1201"]
+    gone = h.exec(f"{VENV}/bin/pip uninstall -y amd-torch-device-gfx1201", user="lab")
+    assert gone.returncode == 0, gone.stderr[-2000:]
+    verify = run_deploy(lab.sandbox, [h], deploy="deploy/verify.py")
+    assert verify.returncode != 0
+    said = [ln for ln in verify.stderr.splitlines() if "amd-torch-device-gfx1201 not installed" in ln]
+    assert len(said) == 1, verify.stderr[-3000:]
+    assert "re-run deploy/setup.py" in said[0]
+    repaired = run_deploy(lab.sandbox, [h])
+    assert repaired.returncode == 0, repaired.stderr[-3000:]
+    assert any("Install the hash-locked stack" in op for op in repaired.changed_ops(h.name))
+    assert run_deploy(lab.sandbox, [h], deploy="deploy/verify.py").returncode == 0

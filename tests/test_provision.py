@@ -47,7 +47,7 @@ VENV = "/home/lab/radeonlab/venv"
 def test_first_run_installs_everything(provisioned: Provisioned) -> None:
     for card, h in provisioned.hosts.items():
         changed = provisioned.first.changed_ops(h.name)
-        assert any("Install ROCm 10.0 packages" in op for op in changed), (card, changed)
+        assert any("Install ROCm 10.1 packages" in op for op in changed), (card, changed)
         # no lock anywhere: the first deploy resolves the stack into the lab's lock (python.call, at execution
         # time) and installs this host's lines of it by the recorded URLs, with their hashes
         lines = (h.root / VENV.lstrip("/") / "radeonlab-lock.txt").read_text()
@@ -181,7 +181,7 @@ def test_swapping_a_card_changes_only_what_the_card_decides(
             "Export the GPU settings",
             "Write the host record",
             "Refresh apt package lists",  # a package is to be installed: the lists are refreshed first
-            "Install ROCm 10.0 packages",
+            "Install ROCm 10.1 packages",
             "Rebuild the dynamic linker cache",  # ldconfig runs after ROCm packages changed
             "Install the hash-locked stack",  # the card's device package (rocm-sdk-device-gfx1201) is in it
             "this host's lines of the hash lock",  # the lock file holds only this card's device line

@@ -156,7 +156,7 @@ def test_switching_streams_leaves_one_source_one_pin_one_rocm(lab: Lab) -> None:
         ({"rocm_version": "10.7"}, "AMD published no ROCm Core SDK 10.7"),
         ({"rocm_stream": "legacy", "rocm_version": "10.0"}, "ROCm 10.0 is not a legacy-stream release"),
         ({"pytorch_version": "2.15.0"}, "torch 2.15.0 has no known ROCm pairing"),
-        ({"pytorch_version": "2.14.0"}, "torch 2.14.0 is built for ROCm 10.1, not ROCm 10.0"),
+        ({"pytorch_version": "2.13.0"}, "torch 2.13.0 is built for ROCm 10.0, not ROCm 10.1"),
     ],
 )
 def test_bad_inputs_are_refused_in_one_line_before_any_change(lab: Lab, data: dict, said: str) -> None:
