@@ -4,6 +4,7 @@ and the index builder run locally on a folder of (empty, test-made) wheel files.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import os
 import shlex
@@ -286,3 +287,38 @@ def test_the_server_binds_the_lab_address_the_inventory_gives_not_every_interfac
     assert plan.bind_address({"wheel_cache_bind_address": "0.0.0.0"}, "ws1", {}) == "0.0.0.0"
     with pytest.raises(ValueError, match="does not resolve here: set wheel_cache_bind_address"):
         plan.bind_address({}, "no-such-host.invalid", {})
+
+
+def test_the_running_server_refuses_every_spelling_of_a_tampered_or_unlocked_path(tmp_path: Path) -> None:
+    """Issue 27 S8 against the real server on loopback: the request paths go out byte for byte
+    (http.client does not normalise them), as a hostile pip or curl would send them."""
+    cache = tmp_path / "cache"
+    (cache / "files").mkdir(parents=True)
+    wheel = _tiny_wheel(cache / "files")
+    locked = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    (tmp_path / "lock.txt").write_text(f"radeonlab-tiny==1.0 --hash=sha256:{locked}\n")
+    subprocess.run([sys.executable, str(BUILD_INDEX), str(cache), str(tmp_path / "lock.txt")], check=True)
+    wheel.write_bytes(wheel.read_bytes() + b"tampered")
+    (cache / "files/unlocked-1.0-py3-none-any.whl").write_bytes(b"x")
+    port = _free_port()
+    server = _serve([sys.executable, str(Path(plan.__file__).with_name("serve.py")), "--bind", "127.0.0.1",
+                     "--directory", str(cache), str(port)], f"http://127.0.0.1:{port}/simple/")  # fmt: skip
+
+    def status(path: str) -> int:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        try:
+            conn.request("GET", path)
+            return conn.getresponse().status
+        finally:
+            conn.close()
+
+    try:
+        for spelling in ("/files/", "/./files/", "/simple/../files/", "//files/", "/%2e/files/"):
+            assert status(f"{spelling}{wheel.name}") == 409, spelling
+        assert status("/simple/../files/unlocked-1.0-py3-none-any.whl") == 404
+        for path in ("/", "/files/", "/.lock-hashes.json", "/lock.txt"):
+            assert status(path) == 404, path
+        assert status("/simple/") == 200
+    finally:
+        server.kill()
+        server.wait()

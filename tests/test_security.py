@@ -43,6 +43,9 @@ REPO = Path(__file__).resolve().parent.parent
 SECRET_IN_SPEC = "hf_SPECsecret0123456789abcdef"
 SECRET_ON_LAPTOP = "hf_LAPTOPsecret0123456789abcdef"  # HF_TOKEN in the laptop's environment
 SPEC_SECRET_NAME = "WANDB_API_KEY"  # a token in the spec's env (another name: no precedence question)
+# A secret known by its value only (issue 27 S9): a plain name, a URL carrying a user and password.
+VALUE_SECRET_NAME = "EXPERIMENT_TRACKER"
+VALUE_SECRET = "https://lab:pw0rd-VALUEsecret@tracker.lab.example/api"
 HOSTILE_STEM = "my job; $(touch pwned) 'q' \"dq\" `touch pwned2` é"
 FILE_OPS = ("put", "template", "directory", "file", "link", "download", "sync", "copy")
 OWNERSHIP = ("user", "group", "mode")
@@ -181,7 +184,8 @@ def secret_job(lab: Lab) -> Iterator[dict]:
     """A long job from a spec with a hostile file name, HF_TOKEN in its env and in the laptop's; every
     command sent to the host during submit is recorded; the host's command lines are read while it runs."""
     spec = lab.spec(f"{HOSTILE_STEM}.yaml", {"max_steps": LONG_STEPS, "save_steps": 1000})
-    spec.write_text(spec.read_text() + f"radeonlab:\n  env:\n    {SPEC_SECRET_NAME}: {SECRET_IN_SPEC}\n")
+    env = f"    {SPEC_SECRET_NAME}: {SECRET_IN_SPEC}\n    {VALUE_SECRET_NAME}: {VALUE_SECRET}\n"
+    spec.write_text(spec.read_text() + f"radeonlab:\n  env:\n{env}")
     sent: list[str] = []
     real_channel = transport.Remote._channel
 
@@ -229,7 +233,7 @@ def test_training_never_runs_as_root(lab: Lab, secret_job: dict) -> None:
 
 @on_a_host
 def test_secrets_are_never_on_a_command_line(lab: Lab, secret_job: dict) -> None:
-    for secret in (SECRET_IN_SPEC, SECRET_ON_LAPTOP):
+    for secret in (SECRET_IN_SPEC, SECRET_ON_LAPTOP, VALUE_SECRET):
         assert not [c for c in secret_job["sent"] if secret in c], "a command sent by submit carries it"
         assert secret not in secret_job["cmdlines"], "a process on the host has it in its argv"
 
@@ -238,18 +242,21 @@ def test_secrets_are_never_on_a_command_line(lab: Lab, secret_job: dict) -> None
 def test_secrets_are_in_no_record_log_or_cache(lab: Lab, secret_job: dict) -> None:
     job_dir = f"{JOBS_DIR}/{secret_job['id']}"
     leaks = lab.host.exec(
-        ["grep", "-rlF", "-e", SECRET_IN_SPEC, "-e", SECRET_ON_LAPTOP, job_dir, "/tmp"], check=False
+        ["grep", "-rlF", "-e", SECRET_IN_SPEC, "-e", SECRET_ON_LAPTOP, "-e", VALUE_SECRET, job_dir, "/tmp"],
+        check=False,
     ).stdout
     assert leaks == "", f"on the host: {leaks}"
     record = json.loads(lab.host.exec(["cat", f"{job_dir}/job.json"]).stdout)
-    assert record["secret_names"] == ["HF_TOKEN", SPEC_SECRET_NAME]  # the names only, to resume with
-    assert SPEC_SECRET_NAME not in record["env"]
+    # the names only, to resume with; EXPERIMENT_TRACKER by its value (a URL with a password)
+    assert sorted(record["secret_names"]) == sorted(["HF_TOKEN", SPEC_SECRET_NAME, VALUE_SECRET_NAME])
+    assert SPEC_SECRET_NAME not in record["env"] and VALUE_SECRET_NAME not in record["env"]
     gone = lab.host.exec(["test", "-e", f"{job_dir}/env.secret"], check=False).returncode != 0
     assert gone  # read and deleted by the launcher before training started
     home = Path(lab.env["RADEONLAB_HOME"])
     for path in (p for p in home.rglob("*") if p.is_file()):
         data = path.read_bytes()
         assert SECRET_IN_SPEC.encode() not in data and SECRET_ON_LAPTOP.encode() not in data, path
+        assert VALUE_SECRET.encode() not in data, path
 
 
 @on_a_host
@@ -260,6 +267,7 @@ def test_the_laptops_hf_token_reaches_the_training_process(secret_job: dict) -> 
 @on_a_host
 def test_the_specs_secret_reaches_the_training_process(secret_job: dict) -> None:
     assert f"{SPEC_SECRET_NAME}={SECRET_IN_SPEC}" in secret_job["environ"]
+    assert f"{VALUE_SECRET_NAME}={VALUE_SECRET}" in secret_job["environ"]
 
 
 def test_quote_argv_is_the_only_way_commands_are_built() -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 import shlex
@@ -47,6 +48,9 @@ SETTINGS: dict[str, Any] = {
     "code_dir": ".cache/radeonlab/code",  # relative to the SSH user's home, one folder per bundle digest
     "code_missing_exit": 97,  # the tool wrapper's "no code here yet" answer
 }
+# paramiko logs a failed handshake from its own thread with a traceback, which Python's last-resort handler
+# prints under the one line radeonlab says about that host ("unreachable (...)"): keep it out of the terminal.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _KEYSCAN_TYPES = {"ssh-ed25519": "ed25519", "ssh-rsa": "rsa", "ecdsa-sha2-nistp256": "ecdsa"}
 # `sh -c` wrappers, with the paths as arguments ($1...): nothing of the user's is spliced into them.
