@@ -105,9 +105,10 @@ def test_rocm_installs_from_its_sdist_and_rocm_sdk_lists_the_installed_targets(t
 
 
 def test_verify_fails_amds_torch_without_the_hosts_device_package_in_one_line() -> None:
-    report = {
-        "torch": "2.14.0+rocm10.1.0",
-        "cpu_build": True,  # the SIMULATED stand-in; a real AMD build fails the same way before any GPU check
+    report = {  # as check_stack.py writes it for the SIMULATED stand-in: AMD's distribution, CPU code inside
+        "torch": "2.13.0+cpu",  # torch.__version__ of the stand-in's code
+        "versions": {"torch": "2.14.0+rocm10.1.0"},  # the installed distribution (importlib.metadata)
+        "cpu_build": True,  # a real AMD build fails the same way before any GPU check
         "packages": {"torch": "2.14.0+rocm10.1.0", "rocm-sdk-device-gfx1100": "10.1.0", "rocm": "10.1.0"},
     }
     gpus = [object()]  # stack_problem only asks whether there is a GPU
@@ -116,5 +117,5 @@ def test_verify_fails_amds_torch_without_the_hosts_device_package_in_one_line() 
     assert problem.startswith("amd-torch-device-gfx1100 not installed: AMD's torch 2.14.0+rocm10.1.0")
     report["packages"]["amd-torch-device-gfx1100"] = "2.14.0+rocm10.1.0"  # type: ignore[index]
     assert rec.stack_problem(report, gpus, False, True, ["gfx1100"]) is None  # type: ignore[arg-type]
-    cpu = {**report, "torch": "2.13.0+cpu", "packages": {}}  # not AMD's build: no device package needed
+    cpu = {**report, "versions": {"torch": "2.13.0+cpu"}, "packages": {}}  # not AMD's build: none needed
     assert rec.stack_problem(cpu, gpus, False, True, ["gfx1100"]) is None  # type: ignore[arg-type]

@@ -89,7 +89,11 @@ DEFAULTS: dict[str, Any] = {
     # ROCm release the way the user-space packages are); set rocm_amdgpu_version when AMD names 10.1's.
     # 7.14's was not found: set it.
     "rocm_amdgpu_versions": {
-        "7.0": "30.10", "7.1": "30.20", "7.2": "30.30", "10.0": "31.50", "10.1": "31.50",
+        "7.0": "30.10",
+        "7.1": "30.20",
+        "7.2": "30.30",
+        "10.0": "31.50",
+        "10.1": "31.50",
     },  # fmt: skip
     "rocm_amdgpu_version": "",
     # Distribution codename -> the driver repository's suite (Ubuntu 26.04 has its own: resolute, [S1]).

@@ -57,8 +57,8 @@ def stack_problem(
         return f"{report['error']} (re-run deploy/setup.py; the python_stack role installs torch)"
     if missing := missing_device_packages(report, device_targets):
         return (
-            f"{', '.join(missing)} not installed: AMD's torch {report.get('torch')} has no kernels for that "
-            "GPU without it (torch[device-<gfx>] installs it; re-run deploy/setup.py)"
+            f"{', '.join(missing)} not installed: AMD's torch {installed_torch(report)} has no kernels for "
+            "that GPU without it (torch[device-<gfx>] installs it; re-run deploy/setup.py)"
         )
     if report.get("cpu_build"):
         if allow_cpu:
@@ -81,10 +81,16 @@ def stack_problem(
     return None
 
 
+def installed_torch(report: Mapping[str, Any]) -> str:
+    """torch's installed distribution version (what pip installed), else torch.__version__."""
+    return str((report.get("versions") or {}).get("torch") or report.get("torch") or "")
+
+
 def missing_device_packages(report: Mapping[str, Any], targets: Sequence[str]) -> list[str]:
     """AMD's multi-arch torch (`+rocm<V>`) keeps each target's kernels in amd-torch-device-<gfx>, pulled by
-    torch[device-<gfx>] (amdworld/python-packages.yaml [RELEASES]): the ones the report's venv lacks."""
-    if "+rocm" not in str(report.get("torch") or (report.get("versions") or {}).get("torch") or ""):
+    torch[device-<gfx>] (amdworld/python-packages.yaml [RELEASES]): the ones the report's venv lacks. AMD's
+    build is told by the installed distribution's version (what pip installed), before torch.__version__."""
+    if "+rocm" not in installed_torch(report):
         return []
     packages = {str(n).lower().replace("_", "-") for n in report.get("packages") or {}}
     return [f"amd-torch-device-{t}" for t in sorted(set(targets)) if f"amd-torch-device-{t}" not in packages]
