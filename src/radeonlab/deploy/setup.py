@@ -9,13 +9,13 @@ from pyinfra import host, logger
 from pyinfra.api.exceptions import DeployError
 from pyinfra.operations import python
 
+from radeonlab.deploy.targets import host_training_targets
 from radeonlab.roles.access import grant_gpu_access
 from radeonlab.roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
 from radeonlab.roles.gpu.facts import AmdPciGpus, RadeonGpus
 from radeonlab.roles.gpu_env import configure_gpu_env
-from radeonlab.roles.gpu_env.plan import as_gpus, torch_build, training_targets
+from radeonlab.roles.gpu_env.plan import as_gpus
 from radeonlab.roles.python_stack import install_python_stack, lock_file
-from radeonlab.roles.python_stack.defaults import DEFAULTS as STACK_DEFAULTS
 from radeonlab.roles.rocm import install_rocm
 from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
 from radeonlab.roles.rocm.driver import install_kernel_driver
@@ -56,12 +56,7 @@ def provision(after_reboot: bool = False) -> None:
 
     # The exact targets of the GPUs this host trains on (by usable memory, for the torch build it will get):
     # one ROCm package and one AMD device extra each.
-    targets = training_targets(
-        gpus,
-        torch_build(host.data.get, ROCM_DEFAULTS, STACK_DEFAULTS),
-        int(host.data.get("gpu_min_vram_bytes", GPU_DEFAULTS["gpu_min_vram_bytes"])),
-        int(host.data.get("gpu_min_unified_memory_bytes", GPU_DEFAULTS["gpu_min_unified_memory_bytes"])),
-    )
+    targets = host_training_targets(gpus)
 
     # Slurm's packages (in a Slurm lab) before the stack check below, which watches the dpkg database.
     install_slurm_packages()

@@ -8,6 +8,7 @@ matmul per GPU), even when nothing the check depends on changed.
 
 from pyinfra import host
 
+from radeonlab.deploy.targets import host_training_targets
 from radeonlab.roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
 from radeonlab.roles.gpu.facts import RadeonGpus
 from radeonlab.roles.gpu_env.plan import as_gpus
@@ -25,7 +26,10 @@ def reverify() -> None:
             rocm_version=str(host.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"])),
         )
     )
+    cpu_only = bool(host.data.get("gpu_cpu_only", False))
+    # the training GPUs' targets, as deploy/setup.py computes them: AMD's torch needs their device packages
+    targets = [] if cpu_only else host_training_targets(gpus)
     if not is_controller_only():
-        verify_host(gpus, cpu_only=bool(host.data.get("gpu_cpu_only", False)), recheck=True)
+        verify_host(gpus, cpu_only=cpu_only, recheck=True, device_targets=targets)
     # In a Slurm lab, on the controller: one munge key everywhere, one uid for the user, every node known.
     check_slurm()
