@@ -13,6 +13,11 @@ if [ "${1:-}" = "--fast" ]; then
 fi
 bash scripts/bootstrap.sh
 .venv/bin/ruff check .
+# The documentation site must build (mkdocs.yml: strict, so a broken link or nav entry fails); a scratch
+# output folder, never the checkout.
+site=$(mktemp -d)
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$site"
+rm -rf "$site"
 set +e
 .venv/bin/python -m pytest "${lane[@]}" "$@"
 rc=$?

@@ -1,10 +1,12 @@
-"""The verdict of `radeonlab check` on every LLaMA-Factory 0.9.5 example config, as a README table.
+"""The verdict of `radeonlab check` on every LLaMA-Factory 0.9.5 example config, as a table
+in docs/reference/needs.md.
 
     .venv/bin/python -m tests.examples_table          # print the table
-    .venv/bin/python -m tests.examples_table --write  # rewrite it between the markers in README.md
+    .venv/bin/python -m tests.examples_table --write  # rewrite it between the markers in
+    #                                                   docs/reference/needs.md
 
-tests/test_examples_table.py recomputes every row and compares it with README.md, so the table is data
-produced by the checks, never typed by hand. Each example is checked as `radeonlab check EXAMPLE
+tests/test_examples_table.py recomputes every row and compares it with docs/reference/needs.md, so the
+table is data produced by the checks, never typed by hand. Each example is checked as `radeonlab check EXAMPLE
 --dataset-dir <its data folder>` would (the fixture's data/ plus the demo files it lacked), with no host:
 errors are refusals; what the config needs installed beyond the pinned stack is listed (submit refuses a
 host without it). The last column says whether the sandbox (CPU torch, the tiny local model, the pinned
@@ -29,7 +31,7 @@ from radeonlab.jobs.spec.problems import ERROR, INFO, WARNING
 HERE = Path(__file__).parent
 LF = HERE / "fixtures" / "llamafactory-v0.9.5"
 LF_EXTRA = HERE / "fixtures" / "llamafactory-v0.9.5-data-extra"
-README = HERE.parent / "README.md"
+README = HERE.parent / "docs" / "reference" / "needs.md"  # the docs page the tables live in
 _ABSOLUTE = re.compile(r"(?<![\w./-])/[^\s;:,()`'\"]+")  # an absolute path of this machine
 # Templates of vision/audio models: the sandbox's tiny model is a text-only Llama.
 NOT_TRAINING = "not a LLaMA-Factory training spec"
@@ -134,7 +136,8 @@ def table() -> str:
 
 
 def needs_table() -> str:
-    """Every key that needs a package (jobs/spec/needs.py RULES and PREQUANTIZED), as a README table."""
+    """Every key that needs a package (jobs/spec/needs.py RULES and PREQUANTIZED), as a table in
+    docs/reference/needs.md."""
     from radeonlab.jobs.spec.needs import ANY, ENV_PREFIX, PREQUANTIZED, RULES
     from radeonlab.roles.python_stack.defaults import DEFAULTS
 
@@ -170,7 +173,7 @@ SECTIONS = {"examples-table": table, "needs-table": needs_table}
 
 
 def readme_table(text: str, name: str = "examples-table") -> str:
-    """The generated text between a section's markers in README.md's text."""
+    """The generated text between a section's markers in docs/reference/needs.md's text."""
     begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
     return text.split(begin, 1)[1].split(end, 1)[0].strip()
 

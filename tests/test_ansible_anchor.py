@@ -124,8 +124,8 @@ def test_the_playbook_is_driven_by_the_hosts_data(pairs: Pairs) -> None:
 
 
 def test_the_bench_reads_this_run_as_its_provisioning_rows(pairs: Pairs) -> None:
-    """The provisioning section's JSON and README rows from this real run (both engines, first and no-op):
-    timings are reported, never asserted; what is asserted is that each was measured and compared."""
+    """The provisioning section's JSON and docs/benchmarks.md rows from this real run (both engines, first and
+    no-op): timings are reported, never asserted; what is asserted is that each was measured and compared."""
     summary = pairs.run.summary()
     assert summary["hosts"] == len(CARDS)
     assert len(summary["noop_s"]) == 1 and len(summary["facts_only_s"]) == 1

@@ -5,8 +5,8 @@ Every row runs `radeonlab submit` (or the verb the input belongs to) exactly as 
 whose only host listens nowhere (127.0.77.250:1): an input that got as far as SSH would fail with
 "cannot reach", so seeing the input's own error proves it was refused before any connection - nothing
 can have reached a host. The not-provisioned host is a real (bare) sandbox host: its home is compared
-before and after (only radeonlab's host code cache may appear: reading the host needs it). README's table
-"What bad inputs get" lists what each input gets.
+before and after (only radeonlab's host code cache may appear: reading the host needs it).
+docs/reference/bad-inputs.md ("What bad inputs get") lists what each input gets.
 """
 
 from __future__ import annotations

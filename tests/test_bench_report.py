@@ -1,4 +1,5 @@
-"""The bench's report is made from its JSON (README's table: `python -m tests.bench.run --markdown JSON`)."""
+"""The bench's report is made from its JSON (docs/benchmarks.md's table: `python -m tests.bench.run --markdown
+JSON`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from radeonlab.sandbox import demodata, tinymodel
 from radeonlab.sandbox.hubcatalog import BENCH_PUBLIC, sandbox_catalog
 from tests.bench import phases, provisioning
 from tests.bench.ansible_inventory import PlaybookRun
-from tests.bench.report import GOALS, markdown, rows, table, verdict
+from tests.bench.report import DOCS_PAGE, GOALS, LAST_RUN, docs_table, markdown, rows, table, verdict
 
 RESULT = {
     "reduced": False,
@@ -264,3 +265,8 @@ def test_the_reduced_bench_runs_end_to_end(tmp_path: Path) -> None:
     assert hub["first_step_s"] == [hub["first"]["first_step_s"], hub["second"]["first_step_s"]]
     assert result["watch"]["watcher_stopped"] == "exit 130 on SIGINT"  # Ctrl-C: stops watching, job runs on
     assert "provisioning" not in result and len(rows(result)) == 3 + 2 + 1 + 1
+
+
+def test_the_benchmarks_page_is_the_committed_runs_table() -> None:
+    """docs/benchmarks.md's table is markdown() of tests/bench/last-run-full.json, not typed by hand."""
+    assert docs_table(DOCS_PAGE.read_text()) == markdown(json.loads(LAST_RUN.read_text()))

@@ -1,8 +1,9 @@
-"""`radeonlab check` on all 82 LLaMA-Factory 0.9.5 example configs, compared with the table in README.md.
+"""`radeonlab check` on all 82 LLaMA-Factory 0.9.5 example configs, compared with the table in
+docs/reference/needs.md.
 
 The table is generated (tests/examples_table.py --write); this test recomputes every row, so a change in
-what check says about an example fails here until the README is regenerated. The assertions below pin what
-the verdicts must mean, independently of the generator."""
+what check says about an example fails here until docs/reference/needs.md is regenerated. The
+assertions below pin what the verdicts must mean, independently of the generator."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def rows(tmp_path_factory: pytest.TempPathFactory) -> dict[str, et.Row]:
 @pytest.mark.parametrize("section", sorted(et.SECTIONS))
 def test_readme_tables_are_the_generated_ones(section: str) -> None:
     assert et.readme_table(et.README.read_text(), section) == et.SECTIONS[section](), (
-        f"README's {section} is stale: run .venv/bin/python -m tests.examples_table --write"
+        f"docs/reference/needs.md's {section} is stale: run .venv/bin/python -m tests.examples_table --write"
     )
 
 

@@ -169,7 +169,7 @@ def test_config_only_repos_serve_the_real_llama3_configs(hub: sandbox_hub.Hub, t
         config = json.loads(Path(path).read_text())
         keys = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
         shapes[repo_id] = tuple(config[k] for k in (*keys, "num_key_value_heads", "vocab_size"))
-    assert shapes[LLAMA3_8B] == (4096, 14336, 32, 32, 8, 128256)  # README "VRAM estimate"
+    assert shapes[LLAMA3_8B] == (4096, 14336, 32, 32, 8, 128256)  # docs/reference/vram.md
     assert shapes[LLAMA3_70B] == (8192, 28672, 80, 64, 8, 128256)
 
 

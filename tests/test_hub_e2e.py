@@ -316,10 +316,10 @@ def test_bad_model_inputs_are_one_line_and_upload_nothing(
 def test_a_config_only_hub_model_gets_the_readme_estimate_and_strict_refuses_what_does_not_fit(
     lab: HubLab,
 ) -> None:
-    """Llama-3-8B's real config.json from the config-only repo, bf16 LoRA at cutoff 1024: the README table's
-    ~19.7 GiB, which fits the shared host's simulated 24 GB card; a batch of 8 does not and --strict refuses
-    it before anything is sent. (The 16 GB card of the issue's list: tests/test_provision_hub_e2e.py, on the
-    provisioning tests' RX 9070 XT host.)"""
+    """Llama-3-8B's real config.json from the config-only repo, bf16 LoRA at cutoff 1024:
+    docs/reference/vram.md's ~19.7 GiB, which fits the shared host's simulated 24 GB card; a batch of 8 does
+    not and --strict refuses it before anything is sent. (The 16 GB card of the issue's list:
+    tests/test_provision_hub_e2e.py, on the provisioning tests' RX 9070 XT host.)"""
     spec = lab.spec("llama8b.yaml", LLAMA3_8B, "bf16: true\n")
     spec.write_text(spec.read_text().replace("cutoff_len: 128", "cutoff_len: 1024"))
     spec.write_text(

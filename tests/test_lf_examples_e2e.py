@@ -1,10 +1,11 @@
 """LLaMA-Factory 0.9.5's own example configs run on a SIMULATED workstation (CPU torch, the tiny local model).
 
-README's examples table says, per example, whether the sandbox has everything it needs ("the sandbox has it
-all": yes). Each of those is submitted here through the `radeonlab` CLI to the session's shared trainer and
-must train to the end: stage (sft, pt, rm, dpo, kto), finetuning type (lora, full, freeze, oft) and method
-(LLaMA Pro, LoRA+, PiSSA, DFT, EAFT, Muon, a tokenized dataset saved to disk) as LLaMA-Factory's example sets
-them. The rows come from tests/examples_table.py, so a row that turns to "yes" is run here too.
+docs/reference/needs.md's examples table says, per example, whether the sandbox has everything it needs
+("the sandbox has it all": yes). Each of those is submitted here through the `radeonlab` CLI to the session's
+shared trainer and must train to the end: stage (sft, pt, rm, dpo, kto), finetuning type (lora, full, freeze,
+oft) and method (LLaMA Pro, LoRA+, PiSSA, DFT, EAFT, Muon, a tokenized dataset saved to disk)
+as LLaMA-Factory's example sets them. The rows come from tests/examples_table.py,
+so a row that turns to "yes" is run here too.
 
 What the test changes in each example, and why (nothing else):
 - `model_name_or_path` and `template`: the tiny model stands in for the 0.5B-8B models the examples name (no
@@ -53,7 +54,7 @@ SIZE = {
 
 
 def runnable() -> list[str]:
-    """The examples README's table marks as runnable in the sandbox."""
+    """The examples docs/reference/needs.md's table marks as runnable in the sandbox."""
     with tempfile.TemporaryDirectory() as tmp:
         data = examples_table.data_dir(Path(tmp) / "data")
         rows = [examples_table.row(e, data) for e in examples_table.examples()]

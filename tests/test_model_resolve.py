@@ -172,7 +172,7 @@ def test_config_only_llama3_8b_gets_the_readme_estimate(hub: sandbox_hub.Hub, tm
     train = {**LORA_BF16, "per_device_train_batch_size": 1}
     est = estimate(got.config, train)
     assert est.peak == estimate(README_LLAMA3_8B, train).peak
-    assert round(est.peak / 1e9, 1) == 21.1  # README "VRAM estimate": batch 1, cutoff 1024
+    assert round(est.peak / 1e9, 1) == 21.1  # docs/reference/vram.md: batch 1, cutoff 1024
     assert not fits(est, 16 * GIB).fits and fits(est, CARD_24GB).fits
 
 

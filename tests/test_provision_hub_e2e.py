@@ -114,9 +114,9 @@ def test_models_pull_to_three_hosts_fetches_each_file_once_per_host(fleet: Fleet
 def test_a_config_only_8b_is_refused_by_strict_on_the_16gb_card_and_accepted_on_the_24gb_one(
     fleet: Fleet,
 ) -> None:
-    """Llama-3-8B's real config.json (the config-only repo), bf16 LoRA at cutoff 1024, batch 1: the README
-    table's ~19.7 GiB. The RX 9070 XT's 16 GB cannot hold it: --strict refuses before anything is sent; the
-    RX 7900 XTX's 24 GB can (dry run)."""
+    """Llama-3-8B's real config.json (the config-only repo), bf16 LoRA at cutoff 1024, batch 1:
+    docs/reference/vram.md's ~19.7 GiB. The RX 9070 XT's 16 GB cannot hold it: --strict refuses before
+    anything is sent; the RX 7900 XTX's 24 GB can (dry run)."""
     values = {"model_name_or_path": LLAMA3_8B, "cutoff_len": 1024, "per_device_train_batch_size": 1}
     spec = write_spec(fleet.work, values, name="llama8b.yaml")
     spec.write_text(spec.read_text() + "bf16: true\n")

@@ -194,7 +194,7 @@ def test_slurm_conf_from_records_and_slurmd_c() -> None:
         "RealMemory=24064 Gres=gpu:gfx1031:1 Features=gfx1031,gfx103x,gfx10,rdna2,vram12g State=UNKNOWN"
     ) in lines
     assert "PartitionName=gpu Nodes=ws1,ws2,ws3 Default=YES MaxTime=INFINITE State=UP" in lines
-    assert "ProctrackType=proctrack/cgroup" in lines  # the real-lab default (see README: not verified here)
+    assert "ProctrackType=proctrack/cgroup" in lines  # real-lab default (docs/guide/slurm.md: not verified)
 
 
 def test_accounting_only_when_a_slurmdbd_host_is_named() -> None:

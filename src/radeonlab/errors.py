@@ -5,7 +5,7 @@ is one, the fix. The CLI catches `RadeonlabError` and nothing else by name; erro
 (paramiko, socket, yaml) are translated where they arise (jobs/ssh for SSH, jobs/spec for specs). Imports
 nothing but the standard library, so `radeonlab check` stays fast.
 
-Exit codes (README, "The CLI"): 0 ok; 1 a job or host failed (unreachable, not provisioned, job failed);
+Exit codes (docs/reference/cli.md): 0 ok; 1 a job or host failed (unreachable, not provisioned, job failed);
 2 usage or input (a bad spec, dataset, inventory, job id, option), nothing was sent.
 """
 

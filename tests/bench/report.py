@@ -1,4 +1,4 @@
-"""The bench's table, made only from its JSON: printed after a run, and README's "Benchmarks" table
+"""The bench's table, made only from its JSON: printed after a run, and docs/benchmarks.md's table
 (`python -m tests.bench.run --markdown bench.json`). Each row says its measurement, its ratio and, where
 issue 15 (or issue 11, for the Hub row) sets one, the goal and by how much it is met or missed.
 """
@@ -6,6 +6,7 @@ issue 15 (or issue 11, for the Hub row) sets one, the goal and by how much it is
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 from typing import Any
 
 from tests.bench import provisioning
@@ -133,7 +134,7 @@ def table(result: dict[str, Any]) -> str:
 
 
 def markdown(result: dict[str, Any]) -> str:
-    """README's benchmark table, from a run's JSON, with the machine it ran on."""
+    """The benchmark table of docs/benchmarks.md, from a run's JSON, with the machine it ran on."""
     m = result.get("machine", {})
     head = (
         f"Run of {m.get('date', '?')} on {m.get('cpu', '?')}, {m.get('cpus', '?')} cores; load average "
@@ -144,3 +145,21 @@ def markdown(result: dict[str, Any]) -> str:
     lines = ["| what | measured | ratio |", "|---|---|---|"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in rows(result)]
     return head + "\n".join(lines)
+
+
+# docs/benchmarks.md holds markdown() of the committed full run between these markers (run.py --write-docs
+# writes it; tests/test_bench_report.py fails when the page and the JSON disagree).
+DOCS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md"
+LAST_RUN = Path(__file__).resolve().parent / "last-run-full.json"
+BEGIN, END = "<!-- bench-table:begin -->", "<!-- bench-table:end -->"
+
+
+def docs_table(text: str) -> str:
+    """The generated table between the markers of docs/benchmarks.md's text."""
+    return text.split(BEGIN, 1)[1].split(END, 1)[0].strip()
+
+
+def write_docs(result: dict[str, Any]) -> None:
+    text = DOCS_PAGE.read_text()
+    start, stop = text.index(BEGIN) + len(BEGIN), text.index(END)
+    DOCS_PAGE.write_text(text[:start] + "\n" + markdown(result) + "\n" + text[stop:])

@@ -1,7 +1,7 @@
 """radeonlab's benchmarks in one run, as ratios (a measurement script, not a test):
 
     .venv/bin/python -m tests.bench.run --out bench.json [--hosts 3] [--sizes-mb 100,1000] [--watch-s 30]
-    .venv/bin/python -m tests.bench.run --markdown bench.json   # README's table from that JSON; runs nothing
+    .venv/bin/python -m tests.bench.run --markdown bench.json   # docs/benchmarks.md's table from that JSON
     .venv/bin/python -m tests.bench.run --out b.json --reduced  # smoke: 1 host per engine, 1 round, 8 MB,
                                                                 # 5 s, the Hub row on the tiny model
 
@@ -40,7 +40,7 @@ from radeonlab.roles.python_stack.defaults import DEFAULTS as STACK_DEFAULTS
 from radeonlab.sandbox import reap
 from radeonlab.sandbox.hosts import Sandbox
 from tests.bench import data, jobs, provisioning
-from tests.bench.report import markdown, table
+from tests.bench.report import markdown, table, write_docs
 
 REDUCED = {"hosts": 1, "rounds": 1, "submit_rounds": 1, "sizes_mb": [8], "watch_s": 5.0, "hub_model": "tiny"}
 
@@ -65,7 +65,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--out", type=Path, help="write the results here as JSON")
     parser.add_argument(
-        "--markdown", type=Path, metavar="JSON", help="print README's table from a run's JSON; runs nothing"
+        "--markdown",
+        type=Path,
+        metavar="JSON",
+        help="print docs/benchmarks.md's table from a run's JSON; runs nothing",
+    )
+    parser.add_argument(
+        "--write-docs", action="store_true", help="with --markdown: write the table into docs/benchmarks.md"
     )
     parser.add_argument("--hosts", type=int, default=3)
     parser.add_argument(
@@ -151,7 +157,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if args.markdown:
-        print(markdown(json.loads(args.markdown.read_text())))
+        result = json.loads(args.markdown.read_text())
+        if args.write_docs:
+            write_docs(result)
+        print(markdown(result))
         return
     result = run(args)
     print(table(result))

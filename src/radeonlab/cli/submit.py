@@ -99,9 +99,9 @@ def command(
     try:  # once for the whole command
         targets = load_inventory(inv)
     except InventoryError:
-        targets = None  # plan_job checks the spec first and then reports the inventory (README "bad inputs")
+        targets = None  # plan_job checks the spec, then reports the inventory (docs/reference/bad-inputs.md)
     lab = None if targets is None else lab_of(targets, host)
-    if lab is not None:  # radeonlab_scheduler: slurm (README "Slurm")
+    if lab is not None:  # radeonlab_scheduler: slurm (docs/guide/slurm.md)
         if sweeps or follow:
             from radeonlab.errors import InputError
 

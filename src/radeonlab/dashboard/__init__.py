@@ -1,4 +1,4 @@
-"""`radeonlab dashboard`: one web page for the lab, served from the laptop (README "Web dashboard").
+"""`radeonlab dashboard`: one web page for the lab, served from the laptop (docs/guide/dashboard.md).
 
 hub.py keeps the lab's state current over one SSH connection per host; model.py turns probes and job streams
 into what the page shows; app.py is the web side (Starlette + uvicorn); static/ holds the page, its script and

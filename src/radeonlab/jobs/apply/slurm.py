@@ -126,7 +126,7 @@ def plan_slurm_job(
     needs = needs_of(spec, None)
     wishes = slurm.Wishes(needs.gfx_family, needs.bf16, needs.min_vram_gb)
     count = nodes or spec.radeonlab.nodes
-    gpus_per_node = 1  # one GPU per node and job (README "Slurm"): what the lab's single-card nodes hold
+    gpus_per_node = 1  # one GPU per node and job (docs/guide/slurm.md): what the lab's single-card nodes hold
     with connect(lab.controller) as ctl:
         offered = sinfo(ctl)
     known = [n for n in offered if n.name in lab.hosts]

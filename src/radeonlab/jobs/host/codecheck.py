@@ -49,7 +49,7 @@ def code_problem(job_dir: str, code: dict) -> str | None:
     """The first changed file's message, or None when every shipped file matches.
 
     Guards against a job running code other than what the laptop shipped (an edited or half-copied file);
-    README "What radeonlab trusts" says what it does not guard against."""
+    docs/design/what-radeonlab-trusts.md says what it does not guard against."""
     changed = changed_files(job_dir, code)
     return changed[0][1] if changed else None
 

@@ -1,9 +1,8 @@
 """Pre-flight VRAM estimate for a LoRA (or full) fine-tune of a Llama-style decoder, from its config.json.
 
 An estimate, not a measurement: it is checked against the public Llama-3-8B figure in the project notes'
-docs/notes/rocm-facts.md and LLaMA-Factory's README table (tests/test_estimate.py states the tolerances; the
-README's
-estimate section the error).
+docs/notes/rocm-facts.md and LLaMA-Factory's README table (tests/test_estimate.py states the tolerances;
+docs/reference/vram.md the error).
 
 Formula (bytes; h hidden_size, i intermediate_size, L num_hidden_layers, a num_attention_heads,
 k num_key_value_heads, d head_dim = h/a unless given, V vocab_size, b per_device_train_batch_size,

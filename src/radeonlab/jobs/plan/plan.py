@@ -221,7 +221,7 @@ def load_checked(spec_path: str | Path, overrides: Sequence[str] = ()) -> tuple[
 
 
 def limit_problem(spec: Spec, record: HostRecord) -> str | None:
-    """A memory limit that cannot work on this host (README "Memory limits"), or None."""
+    """A memory limit that cannot work on this host (docs/guide/remedies.md, "Memory limits"), or None."""
     limits = spec.radeonlab.limits
     on_gpu = bool(record.training_gpus()) and not record.cpu_torch
     if limits.get("address_space_gb") and on_gpu:

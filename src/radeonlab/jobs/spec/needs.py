@@ -43,7 +43,7 @@ _BNB_WHY = (
     f"bitsandbytes>={BNB_ROCM_MIN}: older releases give NaN in 4-bit on AMD (unslothai/unsloth#6230); "
     f"0.50.0 is the first with the ROCm 4-bit fixes (unslothai/unsloth#7535)"
 )
-FLASH_ATTN_FIX = "flash_attn: sdpa (PyTorch's own attention; see the README's flash attention note)"
+FLASH_ATTN_FIX = "flash_attn: sdpa (PyTorch's own attention; see docs/reference/needs.md, flash attention)"
 _BNB_OPTIMS = (
     "adamw_bnb_8bit", "adamw_8bit", "ademamix", "ademamix_8bit", "lion_8bit", "lion_32bit",
     "paged_adamw_32bit", "paged_adamw_8bit", "paged_ademamix_32bit", "paged_ademamix_8bit",

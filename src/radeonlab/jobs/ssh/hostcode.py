@@ -4,7 +4,7 @@ Everything a workstation runs of radeonlab is these stdlib-only modules (radeonl
 radeonlab.jobs.host; the two package __init__ files above them are shipped empty, so nothing else is
 imported). They travel as one tar stream into ~/.cache/radeonlab/code/<digest>/ (jobs/ssh/connection.py) and,
 for each job, are copied into <job>/host, where the launcher checks them against the digests the laptop
-recorded in job.json before it starts (README "What radeonlab trusts").
+recorded in job.json before it starts (docs/design/what-radeonlab-trusts.md).
 """
 
 from __future__ import annotations

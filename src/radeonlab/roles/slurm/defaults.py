@@ -53,7 +53,7 @@ DEFAULTS: dict[str, Any] = {
     # Seconds slurmctld keeps a finished job (`squeue -t all`, `scontrol show job`); Slurm's default is 300.
     "slurm_min_job_age": 86400,
     # Accounting (per-user usage, `sacct`, fair share) needs slurmdbd and a database, which this role does
-    # not set up (README: fair share). Empty: no accounting; else the host running slurmdbd.
+    # not set up (docs/guide/slurm.md, fair share). Empty: no accounting; else the host running slurmdbd.
     "slurm_accounting_host": "",
     "slurm_accounting_port": 6819,  # slurmdbd's DbdPort default
     # Extra slurm.conf lines, verbatim, in this order (e.g. "PriorityType=priority/multifactor").
