@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import io
 import json
+import shlex
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from pyinfra import host
 from pyinfra.api import operation
-from pyinfra.api.exceptions import OperationError
 from pyinfra.facts.files import Directory
 from pyinfra.operations import files
 
@@ -106,4 +106,6 @@ def host_record(
             src=io.StringIO(line + "\n"), dest=check_path, user="root", group="root", mode="644"
         )
     if new.get("problem"):  # the record says why the host is not usable; the deploy fails this host
-        raise OperationError(f"{host.name}: {new['problem']}")
+        # as a failing command whose stderr is the one line (an exception raised here, at execution time,
+        # would print gevent's traceback above pyinfra's own error line)
+        yield f"echo {shlex.quote(f'radeonlab: {host.name}: ' + new['problem'])} >&2; exit 1"
