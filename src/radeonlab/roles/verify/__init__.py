@@ -51,7 +51,8 @@ def verify_host(
         ),
         gpus=[for_torch(g, build) for g in gpus],
         torch_source=build.source,
-        device_targets=list(device_targets),
+        # AMD's wheels keep each target's kernels in a device package; download.pytorch.org's carry them
+        device_targets=list(device_targets) if build.source == "amd" else [],
         check_path=host.data.get("verify_check_state_path"),
         # The devices the check's GPU access depends on: the ones the access role grants.
         devices=list(host.data.get("access_devices", ACCESS_DEFAULTS["access_devices"])),
