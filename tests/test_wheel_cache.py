@@ -193,7 +193,7 @@ def test_installs_use_require_hashes_with_the_hosts_lines_of_the_lock(lab: Lab) 
     assert "trl==0.24.0" in other.exec(f"{VENV}/bin/pip freeze", user="lab").stdout
     for name, h in lab.hosts.items():  # each host's own lines: its GPU's device package, its extras
         lines = (h.root / VENV.lstrip("/") / "radeonlab-lock.txt").read_text()
-        assert "--hash=sha256:" in lines and "torch==2.13.0+rocm10.0.0 " in lines
+        assert "--hash=sha256:" in lines and "torch==2.14.0+rocm10.1.0 " in lines
         devices = {ln.split("==")[0] for ln in lines.splitlines() if ln.startswith("rocm-sdk-device-")}
         assert devices == {f"rocm-sdk-device-{SIMCARDS[CARDS[name]]['gfx']}"}, (name, devices)
         assert ("tensorboard==" in lines) == (name == EXTRAS_HOST), name

@@ -150,7 +150,7 @@ def test_one_resolution_over_the_index_locks_what_it_serves_by_target(
 
     url = index.simple_dir.as_uri()
     data = {**DEFAULTS, "python_stack_index_url": url, "pytorch_index_url": url}
-    roots = resolve.stack_roots(data, "10.0", ["gfx1100"], [])
+    roots = resolve.stack_roots(data, "10.1", ["gfx1100"], [])
     reports = []
     for name, args in (("all", roots.all()), ("no-deps", ["--no-deps", roots.common[-1]])):
         out = tmp_path / f"{name}.json"
@@ -162,8 +162,8 @@ def test_one_resolution_over_the_index_locks_what_it_serves_by_target(
     served = {wheels.sha256_file(f) for f in (index.root / "files").iterdir()}
     assert {p.sha256 for p in pins} <= served
     assert [p.version for p in pins if p.name == "torch"] == [
-        "2.13.0+rocm10.0.0"
-    ]  # not the CPU one beside it
+        "2.14.0+rocm10.1.0"
+    ]  # the default release's, not the CPU one beside it
     # AMD's graph: torch[device-gfx1100] -> amd-torch-device-gfx1100 -> rocm-sdk-device-gfx1100
     assert {p.name for p in pins if p.target} == {"amd-torch-device-gfx1100", "rocm-sdk-device-gfx1100"}
     assert all(p.url.startswith(url.rsplit("/", 1)[0]) for p in pins)
