@@ -8,6 +8,8 @@ import hashlib
 import os
 from pathlib import Path
 
+from packaging.version import Version
+
 from radeonlab.jobs.host.receive import sha256_of
 from radeonlab.sandbox import config
 
@@ -37,8 +39,7 @@ def local_torch_wheel() -> Path:
     """The machine's CPU torch wheel (the newest if several), the stand-in every SIMULATED torch is made of.
     Not the product's pytorch_version: the default release's torch need not exist as a CPU build here."""
     folders = [Path(f) for f in os.environ.get("PIP_FIND_LINKS", "").split() if "://" not in f]
-    wheels = [w for folder in folders for w in folder.glob(LOCAL_TORCH_PATTERN)]
-    found = sorted(wheels, key=lambda p: _version_key(p.name))
+    found = sorted((w for folder in folders for w in folder.glob(LOCAL_TORCH_PATTERN)), key=_version)
     if not found:
         where = " ".join(map(str, folders)) or "(PIP_FIND_LINKS is not set)"
         raise FileNotFoundError(
@@ -48,12 +49,11 @@ def local_torch_wheel() -> Path:
     return found[-1]
 
 
-def _version_key(filename: str) -> tuple[int, ...]:
-    public = filename.split("-")[1].split("+")[0]
-    return tuple(int(part) if part.isdigit() else 0 for part in public.split("."))
+def _version(wheel: Path) -> Version:
+    return Version(wheel.name.split("-")[1])  # torch-2.13.0+cpu-cp311-... -> 2.13.0+cpu
 
 
 def standin_torch_version() -> str:
     """The public version of the machine's CPU torch ("2.13.0"): what the laptop and the sandbox's PyPI
     resolution pin torch to."""
-    return local_torch_wheel().name.split("-")[1].split("+")[0]
+    return _version(local_torch_wheel()).public

@@ -98,9 +98,8 @@ def _report(host: Any, job: Job, args: list[str], name: str) -> dict[str, Any]:
 def _resolve(host: Any, job: Job, old: stack_lock.Lock | None) -> stack_lock.Lock:
     roots = resolve.stack_roots(job.data, job.rocm_version, job.targets, job.extras)
     args = roots.all()
-    if old is not None:
-        old = dataclasses.replace(old, pins=resolve.carried_over(old, job.indexes))
     if old is not None:  # another target set: the lock's versions stay as they are
+        old = dataclasses.replace(old, pins=resolve.carried_over(old, job.indexes))
         constraints = f"{job.venv}/radeonlab-constraints.txt"
         text = "".join(f"{p.name}=={p.version}\n" for p in old.pins)
         _put(host, job, text, constraints)
