@@ -125,11 +125,12 @@ def test_nan_is_stopped_and_the_ladder_reaches_a_finite_loss(lab: Lab) -> None:
     job = job_json(lab, job_id)
     attempts = job["attempts"]
     assert [a["state"] for a in attempts] == ["stopped", "stopped", "succeeded"]
-    # Stopped within a few logged steps of the first NaN, well before LLaMA-Factory would have run on to
-    # max_steps 12 and exited 0 (the margin covers the supervisor's poll on a fast, quiet machine).
+    # Stopped by the supervisor's SIGTERM after the first NaN and before LLaMA-Factory would have run on to
+    # max_steps 12 and exited 0. How many steps slip by in between depends on the machine's load (a busy
+    # 2-core CI runner logged step 9 once), so the bound is the run's end, not a step count.
     for a in attempts[:2]:
-        assert a["exit_code"] == 128 + signal.SIGTERM and a["last_step"] <= 8, a
-        assert a["reason"].startswith("nan at step")
+        nan_step = int(re.fullmatch(r"nan at step (\d+).*", a["reason"]).group(1))  # type: ignore[union-attr]
+        assert a["exit_code"] == 128 + signal.SIGTERM and nan_step <= a["last_step"] < 12, a
     assert attempts[1]["changes"] == {"flash_attn": ["auto", "disabled"]}
     assert attempts[2]["changes"] == {"learning_rate": [1e30, 5e-05]}
     assert attempts[2]["resume_from_checkpoint"] is None  # a checkpoint would restore the old lr
