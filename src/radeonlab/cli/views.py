@@ -10,9 +10,9 @@ from rich import box
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 
-from radeonlab.contract.records import GIB
 from radeonlab.jobs.host.metrics import LogPoint, tokens_per_second
 from radeonlab.jobs.host.readings import GpuReading
+from radeonlab.units import gib, vram_text
 
 SPARKS = "▁▂▃▄▅▆▇█"
 
@@ -36,14 +36,10 @@ def duration(seconds: float | None) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
-def gib(n: int | None) -> str:
-    return f"{n / GIB:.1f}" if n is not None else "?"
-
-
 def gpu_text(g: GpuReading) -> str:
     temp = f" {g.temp_c:.0f}°C" if g.temp_c is not None else ""
     busy = f" busy {g.busy_percent:.0f}%" if g.busy_percent is not None else ""
-    return f"GPU{g.index} VRAM {gib(g.vram_used)}/{gib(g.vram_total)} GiB{temp}{busy}"
+    return f"GPU{g.index} VRAM {vram_text(g.vram_used, g.vram_total)}{temp}{busy}"
 
 
 def step_line(point: LogPoint, gpus: Iterable[GpuReading]) -> str:
