@@ -12,7 +12,7 @@ from rich.table import Table
 
 from radeonlab.jobs.host.metrics import LogPoint, tokens_per_second
 from radeonlab.jobs.host.readings import GpuReading
-from radeonlab.units import gib, vram_text
+from radeonlab.units import celsius_text, percent_text, vram_text, watts_text
 
 SPARKS = "▁▂▃▄▅▆▇█"
 
@@ -98,6 +98,7 @@ def fleet_table(views: Sequence[Any]) -> Table:
         "VRAM used/total",
         "temp",
         "busy",
+        "power",
         "ROCm",
         "torch",
         "provisioned",
@@ -109,7 +110,7 @@ def fleet_table(views: Sequence[Any]) -> Table:
     slurm_cell = [lambda v: v.slurm or "-"] if any(v.slurm for v in views) else []
     for v in views:
         if not v.reachable:
-            table.add_row(v.name, f"[red]no: {v.error}[/red]", *["-"] * 9, *(c(v) for c in slurm_cell))
+            table.add_row(v.name, f"[red]no: {v.error}[/red]", *["-"] * 10, *(c(v) for c in slurm_cell))
             continue
         controller = v.slurm.startswith("Slurm controller")
         record = v.raw_record or {}
@@ -123,9 +124,11 @@ def fleet_table(views: Sequence[Any]) -> Table:
                 for g in gpus
             )
             or "-",
-            "\n".join(f"{gib(g.vram_used)}/{gib(g.vram_total)} GiB" for g in gpus) or "-",
-            "\n".join("?" if g.temp_c is None else f"{g.temp_c:.0f} °C" for g in gpus) or "-",
-            "\n".join("?" if g.busy_percent is None else f"{g.busy_percent:.0f}%" for g in gpus) or "-",
+            # a reading the host's tools did not report is "unknown" (sysfs/amd-smi said nothing), never "?"
+            "\n".join(vram_text(g.vram_used, g.vram_total) for g in gpus) or "-",
+            "\n".join(celsius_text(g.temp_c) for g in gpus) or "-",
+            "\n".join(percent_text(g.busy_percent) for g in gpus) or "-",
+            "\n".join(watts_text(g.power_w) for g in gpus) or "-",
             str((record.get("rocm") or {}).get("installed") or "-"),
             str((record.get("torch") or {}).get("version") or "-"),
             "yes"
