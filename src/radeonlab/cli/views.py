@@ -150,13 +150,19 @@ def fleet_table(views: Sequence[Any]) -> Table:
 def jobs_table(rows: Sequence[dict[str, Any]]) -> Table:
     """`radeonlab list`: one row per job (rows as list --json prints them)."""
     table = Table(box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
-    for column in ("job", "host", "state", "created", "attempts", "reason", "source"):
+    columns = ("job", "host", "state", "step", "loss", "duration", "overrides", "created", "attempts")
+    for column in (*columns, "reason", "source"):
         table.add_column(column, overflow="fold")
     for r in rows:
+        step = r.get("step")
         table.add_row(
             r["id"],
             r["host"],
             r["state"],
+            "-" if step is None else f"{step}/{r.get('total_steps') or '?'}",
+            "-" if r.get("loss") is None else f"{r['loss']:.4f}",
+            "-" if r.get("duration_s") is None else duration(r["duration_s"]),
+            " ".join(f"{k}={v}" for k, v in (r.get("overrides") or {}).items()) or "-",
             r["created_at"],
             str(r["attempts"]),
             r.get("reason") or "",
