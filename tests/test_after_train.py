@@ -17,6 +17,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
+from radeonlab.contract.records import GpuRecord
 from radeonlab.errors import InputError, PlacementError
 from radeonlab.jobs.host import chat as host_chat
 from radeonlab.jobs.host import events
@@ -81,6 +82,35 @@ def test_each_job_of_a_sweep_is_judged_alone() -> None:
     assert [d.host for d in sweep.spread([small, big])] == ["ws1", "ws2"]
     with pytest.raises(PlacementError, match="no host fits job 2 of the sweep: ws1: rejected"):
         sweep.spread([small, [decision("ws1", ok=False)]])
+
+
+def node(host: str, gpus: list[int], queue: int = 0) -> SimpleNamespace:
+    """What the dry run reads of a NodePlan (jobs/plan/plan.py)."""
+    return SimpleNamespace(host=host, gpus=[GpuRecord(index=i, name="AMD Radeon RX 7900 XTX") for i in gpus],
+                           queue=queue, after=[], rank=0, placed="sweep placement", bytes_to_send=0,
+                           uploads=[], preflight=SimpleNamespace(message="VRAM estimate: fits"),
+                           rendered=SimpleNamespace(precision="bf16", why_precision="bf16 card", changes={}),
+                           job=SimpleNamespace(root=f"/jobs/{host}"))  # fmt: skip
+
+
+def test_a_sweeps_dry_run_says_which_of_its_jobs_queue_behind_a_sibling(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Three jobs, two hosts: the third shares ws1's GPU 0 with the first and is started after it, so its
+    dry run must not say "the GPU is free". ws2's GPU 1 and its CPU are other queues."""
+    from radeonlab.cli.submit import print_plan, queue_words
+
+    plans = [SimpleNamespace(job_id=f"sw-{n}", nodes=[nd], secret_names=[],
+                             spec=SimpleNamespace(path=Path("sweep.yaml"), overrides={"lora_rank": n}))
+             for n, nd in enumerate([node("ws1", [0]), node("ws2", [0]), node("ws1", [0], queue=1),
+                                     node("ws1", [1]), node("ws1", [])], 1)]  # fmt: skip
+    sweep.queue_in_sweep(plans)  # type: ignore[arg-type]
+    assert [p.nodes[0].after for p in plans] == [[], [], ["sw-1"], [], []]
+    words = [queue_words(p.nodes[0]) for p in plans]
+    assert words[0] == words[1] == words[3] == words[4] == "the GPU is free"
+    assert words[2] == "queues after sw-1 (this sweep's, on the same GPU); 1 job(s) on that GPU now"
+    print_plan(plans[2])
+    assert "    queue: queues after sw-1 (this sweep's, on the same GPU)" in capsys.readouterr().out
 
 
 # --- export on the host (a stand-in llamafactory-cli) -------------------------------------------------------

@@ -12,11 +12,13 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import uvicorn
 
+from radeonlab.cli.views import fleet_table, gpu_text
 from radeonlab.contract.records import Attempt, JobRecord, StateRecord
 from radeonlab.contract.state import JobState
 from radeonlab.dashboard import app as webapp
@@ -24,6 +26,9 @@ from radeonlab.dashboard.model import JobView, host_row
 from radeonlab.jobs.fleet.probe import parse_probe
 from radeonlab.jobs.host.readings import GpuReading
 from radeonlab.jobs.track.follow import TRAIN_LOG, TRAINER_LOG, Event
+from radeonlab.sandbox.simcards import CARDS
+
+STATIC = Path(webapp.__file__).parent / "static"
 
 
 def point(step: int, loss: float | None, **extra: Any) -> bytes:
@@ -80,6 +85,28 @@ def test_a_probe_becomes_a_fleet_row_and_an_unreachable_host_says_why() -> None:
     assert row["reachable"] and not row["provisioned"] and row["note"] == "no host record"
     assert (row["running"], row["queued"]) == (["j1"], ["j2"])
     assert row["gpus"][0]["temp_c"] == 51.0
+
+
+def test_the_page_and_the_cli_write_a_cards_memory_the_same_way_in_gib() -> None:
+    """The SIMULATED RX 7900 XTX (24560 MiB): the page once said "1.6 GB / 25.8 GB", the CLI "1.5/24.0 GiB".
+    Both now take the server's one formatter (radeonlab/units.py); the page has no byte formatter left."""
+    xtx = CARDS["rx7900xtx"]
+    reading = {"index": 0, "vram_used": xtx["vram_used"], "vram_total": xtx["vram_total"]}
+    probe = {"record": None, "gpus": [reading]}
+    view = parse_probe("ws1", probe)
+    row = host_row(view)
+    assert row["gpus"][0]["vram_text"] == "1.5/24.0 GiB"
+    assert "VRAM 1.5/24.0 GiB" in gpu_text(view.gpus[0])  # `watch`'s line
+    from rich.console import Console
+
+    console = Console(width=200, record=True)
+    console.print(fleet_table([view]))
+    assert "1.5/24.0 GiB" in console.export_text()  # `fleet`'s table
+    job = job_view()
+    job.apply(Event("gpus", gpus=view.gpus))
+    assert job.gpus[0]["vram_text"] == "1.5/24.0 GiB"  # the job panel's GPU rows
+    script = (STATIC / "dashboard.js").read_text()
+    assert "g.vram_text" in script and "1e9" not in script and " GB" not in script
 
 
 @pytest.mark.parametrize(

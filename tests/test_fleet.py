@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from radeonlab.cli import main
+from radeonlab.cli.views import fleet_table
 from radeonlab.contract.records import GIB, HOST_RECORD_SCHEMA
 from radeonlab.contract.state import JobState
 from radeonlab.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
@@ -124,11 +125,11 @@ def test_record_of_another_schema_or_unreadable_is_not_provisioned(tmp_path: Pat
 
 def test_readings_fill_vram_temperature_and_power(tmp_path: Path) -> None:
     """The probe's readings from a SIMULATED card's sysfs tree (recorded RX 7900 XTX values), mapped onto
-    the record's GPU index through the KFD node."""
+    the record's GPU index through the KFD node. Busy % and power: an idle 7900 XTX's rocm-smi recording
+    (0%, 10.0 W); the card had no gpu_busy_percent file before, and `fleet` showed busy as "?"."""
     sysfs = tmp_path / "sys"
     write_sysclass(sysfs / "class", "rx7900xtx")
     hwmon = sysfs / "class/drm/card0/device/hwmon/hwmon0"
-    (hwmon / "power1_average").write_text("35000000\n")  # microwatts; not in the recording
     path = tmp_path / "host.json"
     path.write_text(json.dumps(record(str(tmp_path / "jobs"))))
     data = probe_tool.probe(str(path), "none", None, str(sysfs))
@@ -136,7 +137,7 @@ def test_readings_fill_vram_temperature_and_power(tmp_path: Path) -> None:
     assert reading is not None, data
     recorded_temp = int((hwmon / "temp1_input").read_text()) / 1000
     assert (reading.vram_used, reading.vram_total) == (XTX["vram_used"], XTX["vram_total"])
-    assert (reading.temp_c, reading.power_w) == (recorded_temp, 35.0)
+    assert (reading.temp_c, reading.power_w, reading.busy_percent) == (recorded_temp, 10.0, 0.0)
     assert (reading.device_id, reading.revision) == (0x744C, 0xC8)
 
 
@@ -191,6 +192,45 @@ def test_fleet_json_lists_gpus_with_their_readings() -> None:
     assert [(g["name"], g["gfx"], g["vram_used"], g["temp_c"]) for g in shown["gpus"]] == [
         (XTX["name"], "gfx1100", 3 * GIB, 45.0)
     ]
+
+
+def fleet_cells(views: list[HostView]) -> list[dict[str, str]]:
+    """`fleet`'s table as printed, one {column: cell} per host row (cells cut at the headers' positions)."""
+    from rich.console import Console
+
+    console = Console(width=250, record=True)
+    table = fleet_table(views)
+    console.print(table)
+    header, _, *rows = [line for line in console.export_text().splitlines() if line.strip()]
+    names = [str(c.header) for c in table.columns]
+    starts = [header.index(f" {n} ") + 1 for n in names]
+    cut = list(zip(starts, [*starts[1:], None], strict=True))
+    return [{n: row[a:b].strip() for n, (a, b) in zip(names, cut, strict=True)} for row in rows]
+
+
+@pytest.mark.parametrize(
+    ("card", "busy", "power"),
+    [("rx7900xtx", "0%", "10 W"), ("rx6700xt", "0%", "6 W"), ("rx9070xt", "9%", "32 W"),
+     ("strixhalo", "3%", "unknown")],
+)  # fmt: skip
+def test_the_fleet_table_shows_busy_and_power_of_every_simulated_card_or_says_unknown(
+    tmp_path: Path, card: str, busy: str, power: str
+) -> None:
+    """Every SIMULATED card's busy % and power come through the probe into `fleet`'s table (busy: the
+    recorded sysfs file or rocm-smi's "GPU%"; power: rocm-smi's average power). A reading no recording
+    holds (the Strix Halo's power) is the word "unknown", never "?"."""
+    write_sysclass(tmp_path / "sys" / "class", card)
+    data = probe_tool.probe(str(tmp_path / "no-record.json"), "none", None, str(tmp_path / "sys"))
+    [row] = fleet_cells([parse_probe("ws1", data)])
+    assert (row["busy"], row["power"]) == (busy, power)
+    assert parse_probe("ws1", data).to_dict()["gpus"][0]["power_w"] == (None if power == "unknown" else
+                                                                        float(power.split()[0]))  # fmt: skip
+
+
+def test_the_fleet_table_says_unknown_in_words_for_readings_a_host_did_not_report() -> None:
+    [row] = fleet_cells([parse_probe("ws1", probe_data(RECORDED_XTX, {"index": 0, "device_id": 0x744C}))])
+    assert [row[c] for c in ("VRAM used/total", "temp", "busy", "power")] == ["unknown"] * 4
+    assert row["GPU(s)"] == f"{XTX['name']} (gfx1100)"
 
 
 # --- the deadline, against real sockets ----------------------------------------------------------------

@@ -119,6 +119,10 @@ def test_nan_is_stopped_and_the_ladder_reaches_a_finite_loss(lab: Lab) -> None:
     print(f"\nNaN job: submit to end {time.monotonic() - t0:.1f}s")
     assert watched.exit_code == 0, watched.output
     assert re.search(r"(?m)^attempt 2: flash_attn auto -> disabled \(NaN at step \d+\)", watched.stdout)
+    # line mode marks where each remedy's attempt starts (the steps after it are that attempt's)
+    marks = [line for line in watched.stdout.splitlines() if line.endswith(") starting")]
+    assert marks == ["attempt 2 (remedy: nan -> flash_attn_disabled) starting",
+                     "attempt 3 (remedy: nan -> lower_lr) starting"], watched.stdout  # fmt: skip
     assert re.search(
         r"(?m)^attempt 3: learning_rate 1e\+30 -> 5e-05 \(NaN at step \d+\), fresh start", watched.stdout
     )

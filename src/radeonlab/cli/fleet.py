@@ -1,5 +1,5 @@
-"""`radeonlab fleet`: every workstation at a glance (reachable, GPUs, VRAM, temperature, busy %, ROCm, torch,
-provisioned, running and queued jobs)."""
+"""`radeonlab fleet`: every workstation at a glance (reachable, GPUs, VRAM, temperature, busy %, power, ROCm,
+torch, provisioned, running and queued jobs)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,6 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from radeonlab.contract.records import GIB
 from radeonlab.errors import RadeonlabError
 from radeonlab.roles.gpu import cards
 from radeonlab.roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
@@ -19,6 +18,7 @@ from radeonlab.roles.gpu_env.plan import TorchBuild, for_torch
 from radeonlab.roles.python_stack.defaults import DEFAULTS as STACK_DEFAULTS
 from radeonlab.roles.python_stack.defaults import TORCH_SOURCES
 from radeonlab.roles.python_stack.plan import pytorch_rocm_series
+from radeonlab.units import gib
 
 
 def default_rocm_version() -> str:
@@ -28,10 +28,6 @@ def default_rocm_version() -> str:
     except ModuleNotFoundError:
         return cards.FALLBACK_ROCM_VERSION
     return str(rocm_defaults.DEFAULTS.get("rocm_version", cards.FALLBACK_ROCM_VERSION))
-
-
-def _gib(value: int | None) -> str:
-    return "?" if value is None else f"{value / GIB:.1f}"
 
 
 def _yes(flag: bool) -> str:
@@ -74,8 +70,8 @@ def _table(gpus: list[cards.Gpu], rocm_version: str) -> Table:
             gpu.card or "-",
             gpu.name,
             gpu.gfx or "?",
-            f"{_gib(gpu.vram_used)}/{_gib(gpu.vram_total)}",
-            _gib(gpu.usable_memory if gpu.usable_memory is not None else gpu.vram_total),
+            f"{gib(gpu.vram_used)}/{gib(gpu.vram_total)}",
+            gib(gpu.usable_memory if gpu.usable_memory is not None else gpu.vram_total),
             _yes(gpu.bf16),
             _yes(gpu.igpu),
             decided["amd"][i],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 import click
 
@@ -61,8 +62,9 @@ def command(
     with contextlib.closing(store.connect()) as conn:
         for view in views:
             if not view.reachable:
-                for row in store.list_jobs(conn, host=view.name):
-                    rows.append({**row.__dict__, "attempts": len(row.attempts), "source": "cached"})
+                for row in store.list_jobs(conn, host=view.name):  # no step, loss or overrides in the cache
+                    cached = {**row.__dict__, "attempts": len(row.attempts), "source": "cached"}
+                    rows.append({**NOT_CACHED, **cached})
                 continue
             found = []
             for item in view.jobs:
@@ -78,21 +80,7 @@ def command(
                         state.to_dict(),
                     )
                 )
-                rows.append(
-                    {
-                        "id": job.id,
-                        "host": view.name,
-                        "name": job.name,
-                        "state": state.state.value,
-                        "created_at": job.created_at,
-                        "attempts": len(job.attempts),
-                        "reason": state.reason,
-                        "end_reason": state.end,
-                        "source": "host",
-                        # a Slurm job: its controller here, its Slurm id once `fold_slurm` asked Slurm
-                        "slurm": str(job.slurm.get("job_id") or job.slurm.get("controller") or ""),
-                    }
-                )
+                rows.append(host_row(view.name, item, job, state))
             store.rebuild(conn, found, hosts=[view.name])
     if any(r.get("slurm") for r in rows):  # one row per Slurm job, with Slurm's word while it waits
         rows = fold_slurm(rows, inventory_hosts)
@@ -110,6 +98,35 @@ def command(
                     f"{view.name}: unreachable ({view.error}); its rows are from the local cache", err=True
                 )
     raise SystemExit(0 if all(v.reachable for v in views) else 1)
+
+
+# what a row read from the host has that the local cache does not keep
+NOT_CACHED: dict = {"step": None, "total_steps": None, "loss": None, "duration_s": None, "overrides": {}}
+
+
+def host_row(host: str, item: dict, job: Any, state: Any) -> dict:  # (JobRecord, StateRecord)
+    """One `list` row from a host's probe (a `full` job summary, jobs/host/probe.py): the job, its state, its
+    latest logged step and loss, how long it has run, and its overrides (a sweep's values tell its jobs
+    apart)."""
+    progress = item.get("progress") or {}
+    return {
+        "id": job.id,
+        "host": host,
+        "name": job.name,
+        "state": state.state.value,
+        "created_at": job.created_at,
+        "attempts": len(job.attempts),
+        "reason": state.reason,
+        "end_reason": state.end,
+        "step": progress.get("step"),
+        "total_steps": progress.get("total_steps"),
+        "loss": progress.get("loss"),
+        "duration_s": item.get("duration_s"),
+        "overrides": dict(job.overrides),
+        "source": "host",
+        # a Slurm job: its controller here, its Slurm id once `fold_slurm` asked Slurm
+        "slurm": str(job.slurm.get("job_id") or job.slurm.get("controller") or ""),
+    }
 
 
 def fold_slurm(rows: list[dict], targets: dict) -> list[dict]:

@@ -30,12 +30,18 @@ def print_plan(plan: Any) -> None:
         moved = "unknown" if sent is None else f"{sent:,} bytes"
         click.echo(f"    upload: {len(node.uploads)} file(s), {total:,} bytes; to send: {moved}")
         click.echo(f"    {node.preflight.message}")
-        click.echo(
-            f"    queue: {node.queue} job(s) on that GPU now" if node.queue else "    queue: the GPU is free"
-        )
+        click.echo(f"    queue: {queue_words(node)}")
         click.echo(f"    job folder: {node.job.root}")
     if plan.secret_names:
         click.echo(f"  secrets (names only): {', '.join(plan.secret_names)}")
+
+
+def queue_words(node: Any) -> str:  # (NodePlan) -> str
+    """Whether the job starts at once or waits, and for what: the jobs on that GPU now, and the sweep's own
+    earlier jobs placed there (they are started first and hold the GPU until they end)."""
+    waits = [f"queues after {', '.join(node.after)} (this sweep's, on the same GPU)"] if node.after else []
+    waits += [f"{node.queue} job(s) on that GPU now"] if node.queue else []
+    return "; ".join(waits) or "the GPU is free"
 
 
 @click.command("submit")

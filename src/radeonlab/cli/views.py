@@ -10,9 +10,9 @@ from rich import box
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 
-from radeonlab.contract.records import GIB
 from radeonlab.jobs.host.metrics import LogPoint, tokens_per_second
 from radeonlab.jobs.host.readings import GpuReading
+from radeonlab.units import celsius_text, percent_text, vram_text, watts_text
 
 SPARKS = "▁▂▃▄▅▆▇█"
 
@@ -36,14 +36,10 @@ def duration(seconds: float | None) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
-def gib(n: int | None) -> str:
-    return f"{n / GIB:.1f}" if n is not None else "?"
-
-
 def gpu_text(g: GpuReading) -> str:
     temp = f" {g.temp_c:.0f}°C" if g.temp_c is not None else ""
     busy = f" busy {g.busy_percent:.0f}%" if g.busy_percent is not None else ""
-    return f"GPU{g.index} VRAM {gib(g.vram_used)}/{gib(g.vram_total)} GiB{temp}{busy}"
+    return f"GPU{g.index} VRAM {vram_text(g.vram_used, g.vram_total)}{temp}{busy}"
 
 
 def step_line(point: LogPoint, gpus: Iterable[GpuReading]) -> str:
@@ -102,6 +98,7 @@ def fleet_table(views: Sequence[Any]) -> Table:
         "VRAM used/total",
         "temp",
         "busy",
+        "power",
         "ROCm",
         "torch",
         "provisioned",
@@ -113,7 +110,7 @@ def fleet_table(views: Sequence[Any]) -> Table:
     slurm_cell = [lambda v: v.slurm or "-"] if any(v.slurm for v in views) else []
     for v in views:
         if not v.reachable:
-            table.add_row(v.name, f"[red]no: {v.error}[/red]", *["-"] * 9, *(c(v) for c in slurm_cell))
+            table.add_row(v.name, f"[red]no: {v.error}[/red]", *["-"] * 10, *(c(v) for c in slurm_cell))
             continue
         controller = v.slurm.startswith("Slurm controller")
         record = v.raw_record or {}
@@ -127,9 +124,11 @@ def fleet_table(views: Sequence[Any]) -> Table:
                 for g in gpus
             )
             or "-",
-            "\n".join(f"{gib(g.vram_used)}/{gib(g.vram_total)} GiB" for g in gpus) or "-",
-            "\n".join("?" if g.temp_c is None else f"{g.temp_c:.0f} °C" for g in gpus) or "-",
-            "\n".join("?" if g.busy_percent is None else f"{g.busy_percent:.0f}%" for g in gpus) or "-",
+            # a reading the host's tools did not report is "unknown" (sysfs/amd-smi said nothing), never "?"
+            "\n".join(vram_text(g.vram_used, g.vram_total) for g in gpus) or "-",
+            "\n".join(celsius_text(g.temp_c) for g in gpus) or "-",
+            "\n".join(percent_text(g.busy_percent) for g in gpus) or "-",
+            "\n".join(watts_text(g.power_w) for g in gpus) or "-",
             str((record.get("rocm") or {}).get("installed") or "-"),
             str((record.get("torch") or {}).get("version") or "-"),
             "yes"
@@ -151,13 +150,19 @@ def fleet_table(views: Sequence[Any]) -> Table:
 def jobs_table(rows: Sequence[dict[str, Any]]) -> Table:
     """`radeonlab list`: one row per job (rows as list --json prints them)."""
     table = Table(box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
-    for column in ("job", "host", "state", "created", "attempts", "reason", "source"):
+    columns = ("job", "host", "state", "step", "loss", "duration", "overrides", "created", "attempts")
+    for column in (*columns, "reason", "source"):
         table.add_column(column, overflow="fold")
     for r in rows:
+        step = r.get("step")
         table.add_row(
             r["id"],
             r["host"],
             r["state"],
+            "-" if step is None else f"{step}/{r.get('total_steps') or '?'}",
+            "-" if r.get("loss") is None else f"{r['loss']:.4f}",
+            "-" if r.get("duration_s") is None else duration(r["duration_s"]),
+            " ".join(f"{k}={v}" for k, v in (r.get("overrides") or {}).items()) or "-",
             r["created_at"],
             str(r["attempts"]),
             r.get("reason") or "",

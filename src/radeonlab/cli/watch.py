@@ -1,9 +1,10 @@
 """`radeonlab watch JOB`: follow a job live until it ends.
 
 On a terminal: one panel updated in place (progress bar with ETA, last loss, a loss sparkline, lr, tokens/s,
-GPU readings, remedy attempts, queue position while queued). Otherwise one line per logged step, or JSON
-lines with --json. A dropped SSH connection is re-opened; the job itself never depends on it. The host side is
-one long-lived stream (jobs/host/stream.py). Exit status: 0 when the job succeeded, 1 otherwise.
+GPU readings, remedy attempts, queue position while queued). Otherwise one line per logged step (and a marker
+line where a remedy's or a resume's attempt starts), or JSON lines with --json. A dropped SSH connection is
+re-opened; the job itself never depends on it. The host side is one long-lived stream (jobs/host/stream.py).
+Exit status: 0 when the job succeeded, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -38,18 +39,51 @@ def snapshot_json(snap, point=None) -> str:  # (Snapshot, LogPoint | None) -> st
     return json.dumps(out)
 
 
+class StepLines:
+    """Line mode (stdout not a terminal): each snapshot's news as plain lines, each said once. A later
+    attempt (a remedy's, a resume's) starts with its own marker line, so a log reader sees where the steps
+    start over: "attempt 2 (remedy: oom -> halve_batch) starting"."""
+
+    def __init__(self) -> None:
+        self.shown: dict[int, str] = {}
+        self.started: set[int] = set()
+        self.said_first = self.warned = False
+
+    def lines(self, snap) -> list[str]:  # (Snapshot) -> lines
+        from radeonlab.cli.views import step_line
+
+        out = []
+        for attempt in snap.attempts:  # a remedy's new attempt, or how the last one ended
+            if attempt.n > 1 and attempt.n not in self.started:
+                self.started.add(attempt.n)
+                out.append(attempt.start_line())
+            line = attempt.line()
+            if (attempt.n > 1 or attempt.state not in ("", "running")) and self.shown.get(attempt.n) != line:
+                self.shown[attempt.n] = line
+                out.append(line)
+        if snap.first_step_after_submit_s is not None and not self.said_first:
+            self.said_first = True
+            out.append(f"first logged step {snap.first_step_after_submit_s:.0f}s after submit")
+        out += [step_line(point, snap.gpus) for point in snap.new_points if point.loss is not None]
+        if snap.warning and not self.warned:
+            self.warned = True
+            out.append(f"warning: {snap.warning.message}; likely causes:")
+            out += [f"  - {cause}" for cause in snap.warning.causes]
+        return out
+
+
 def watch_job(job_ref: str, inventory: str, host: str | None, as_json: bool = False) -> int:
     """Watch until the job ends; returns the exit code (0: succeeded)."""
     from rich.console import Console
     from rich.live import Live
 
-    from radeonlab.cli.views import step_line, watch_panel
+    from radeonlab.cli.views import watch_panel
     from radeonlab.jobs.track.handle import JobHandle
     from radeonlab.jobs.track.watch import watch
 
     console = Console()
-    shown: dict[int, str] = {}
-    said = {"first": False, "warned": False, "state": ""}
+    said = {"state": ""}
+    printer = StepLines()
     last = None
 
     def lines(snap) -> None:
@@ -62,22 +96,8 @@ def watch_job(job_ref: str, inventory: str, host: str | None, as_json: bool = Fa
                 said["state"] = snap.state.summary()
                 click.echo(snapshot_json(snap))
             return
-        for attempt in snap.attempts:  # a remedy's new attempt, or how the last one ended
-            line = attempt.line()
-            if (attempt.n > 1 or attempt.state not in ("", "running")) and shown.get(attempt.n) != line:
-                shown[attempt.n] = line
-                click.echo(line)
-        if snap.first_step_after_submit_s is not None and not said["first"]:
-            said["first"] = True
-            click.echo(f"first logged step {snap.first_step_after_submit_s:.0f}s after submit")
-        for point in snap.new_points:
-            if point.loss is not None:
-                click.echo(step_line(point, snap.gpus))
-        if snap.warning and not said["warned"]:
-            said["warned"] = True
-            click.echo(f"warning: {snap.warning.message}; likely causes:")
-            for cause in snap.warning.causes:
-                click.echo(f"  - {cause}")
+        for line in printer.lines(snap):
+            click.echo(line)
 
     with JobHandle.open(job_ref, inventory, host) as handle:
         try:

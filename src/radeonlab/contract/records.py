@@ -8,6 +8,7 @@ through HostRecord; the job runner reads it back through the same type.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -135,6 +136,10 @@ class HostRecord:
 # ------------------------------------------------------------------------------------------------ a job
 
 
+# The note a remedy's attempt carries: "remedy oom/halve_batch: <diagnosis>; ..." (jobs/host/remedies.py)
+REMEDY_NOTE = re.compile(r"^remedy (?P<ladder>\w+)/(?P<step>\w+):")
+
+
 @dataclass
 class Attempt:
     """One run of a job: the first, or a retry (a remedy, a resume).
@@ -158,6 +163,22 @@ class Attempt:
     reason: str | None = None
     first_step: int | None = None  # the first and last step this attempt logged
     last_step: int | None = None
+
+    def remedy(self) -> tuple[str, str] | None:
+        """(ladder, step) of a remedy's attempt ("oom", "halve_batch"), from the note the supervisor wrote."""
+        m = REMEDY_NOTE.match(self.note or "")
+        return (m["ladder"], m["step"]) if m else None
+
+    def start_line(self) -> str:
+        """The marker where a later attempt begins: "attempt 2 (remedy: oom -> halve_batch) starting"."""
+        remedy = self.remedy()
+        if remedy:
+            why = f"remedy: {remedy[0]} -> {remedy[1]}"
+        elif self.resume_from_checkpoint:
+            why = f"resume from {self.resume_from_checkpoint.rstrip('/').rsplit('/', 1)[-1]}"
+        else:
+            why = "resume, fresh start" if (self.note or "").startswith("resume") else "retry"
+        return f"attempt {self.n} ({why}) starting"
 
     def line(self) -> str:
         """One line: "attempt 2: flash_attn auto -> disabled (NaN at step 3), fresh start: succeeded"."""

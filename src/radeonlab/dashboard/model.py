@@ -20,6 +20,7 @@ from radeonlab.jobs.fleet.probe import HostView
 from radeonlab.jobs.host import metrics
 from radeonlab.jobs.host.readings import GpuReading
 from radeonlab.jobs.track.follow import TRAIN_LOG, TRAINER_LOG, Event
+from radeonlab.units import vram_text
 
 VIEW: dict[str, int] = {
     "log_lines": 40,  # lines of train.log a job view keeps (the page's log tail)
@@ -47,6 +48,7 @@ def gpu_json(g: GpuReading, names: dict[int, str] | None = None) -> dict[str, An
         "name": (names or {}).get(g.index),
         "vram_used": g.vram_used,
         "vram_total": g.vram_total,
+        "vram_text": vram_text(g.vram_used, g.vram_total),  # the CLI's words (GiB), not the page's own
         "temp_c": g.temp_c,
         "power_w": g.power_w,
         "busy_percent": g.busy_percent,

@@ -57,6 +57,10 @@ CARDS: dict[str, dict[str, Any]] = {
         "vram_total": 25753026560,  # 24560 MiB: lact cli info "VRAM Size: 24560 MiB"
         "vram_used": 1572745216,
         "temp1_input": "drm/rx7900xtx/hwmon_temp1_input",
+        # plain rocm-smi of an idle RX 7900 XTX (standins/recorded/rocm-smi/rx7900xtx_rocm6.1.0_concise_no-
+        # marketing-name.txt): "GPU%" 0%, "Power (Avg)" 10.0W, put in amdgpu's files for the same readings
+        "gpu_busy_percent": 0,
+        "power1_average": 10000000,  # microwatts, as hwmon counts them
         "gpu_id": 48161,
         "derived": {
             "kfd_changes.drm_render_minor": "the recording holds a Python placeholder; 128 = renderD128",
@@ -84,6 +88,8 @@ CARDS: dict[str, dict[str, Any]] = {
         "vram_total": 12868124672,  # rocm-smi "VRAM Total Memory (B)"
         "vram_used": 1572745216,  # rocm-smi "VRAM Total Used Memory (B)"
         "temp1_input": 45000,  # rocm-smi "Temperature (Sensor edge) (C)": "45.0"
+        "gpu_busy_percent": 0,  # rocm-smi "GPU use (%)": "0"
+        "power1_average": 6000000,  # rocm-smi "Average Graphics Package Power (W)": "6.0" (in microwatts)
         "gpu_id": 5234,
         "derived": {
             "kfd_node": "no KFD capture of a 6700 XT: the RX 7900 XTX node with gfx_target_version, "
@@ -112,6 +118,9 @@ CARDS: dict[str, dict[str, Any]] = {
         "vram_used": 1572745216,
         "temp1_input": "drm/rx9070xt/hwmon_temp1_input",
         "gpu_busy_percent": "drm/rx9070xt/gpu_busy_percent",  # amdgpu-sysfs-rs rx9070xt capture
+        # plain rocm-smi of an RX 9070 XT (standins/recorded/rocm-smi/rx9070xt_rocm7.13_concise_new-layout_
+        # EXCERPT.txt): "Power (Avg)" 32.0W, in microwatts as hwmon counts them
+        "power1_average": 32000000,
         "gpu_id": 61922,
         "derived": {
             "kfd_node": "no KFD capture of a 9070 XT: the RX 7900 XTX node with gfx_target_version, "
@@ -254,8 +263,9 @@ def write_sysclass(dest: Path, card: str | None) -> None:
     _write(device / "mem_info_vram_used", f"{spec['vram_used']}\n")
     if "gtt_total" in spec:
         _write(device / "mem_info_gtt_total", f"{spec['gtt_total']}\n")
-    if "gpu_busy_percent" in spec:
-        _write(device / "gpu_busy_percent", _fixture(spec["gpu_busy_percent"]))
+    busy = spec.get("gpu_busy_percent")
+    if busy is not None:  # a recorded file, or a value another tool recorded for the card
+        _write(device / "gpu_busy_percent", f"{busy}\n" if isinstance(busy, int) else _fixture(busy))
     # device/drm/ lists the card's drm minors, as the kernel does: GPU detection reads the render minor here
     (device / "drm" / "card0").mkdir(parents=True)
     (device / "drm" / f"renderD{RENDER_MINOR}").mkdir()
@@ -264,6 +274,8 @@ def write_sysclass(dest: Path, card: str | None) -> None:
     _write(
         device / "hwmon" / "hwmon0" / "temp1_input", f"{temp}\n" if isinstance(temp, int) else _fixture(temp)
     )
+    if "power1_average" in spec:  # no recording for a card: no file, as on a kernel without the sensor
+        _write(device / "hwmon" / "hwmon0" / "power1_average", f"{spec['power1_average']}\n")
     # card0/renderD128 dev + uevent follow the LACT rx9070xt card1 capture (226:1, DEVTYPE=drm_minor)
     _write(card0 / "dev", "226:0\n")
     _write(card0 / "uevent", "MAJOR=226\nMINOR=0\nDEVNAME=dri/card0\nDEVTYPE=drm_minor\n")

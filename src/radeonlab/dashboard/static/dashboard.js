@@ -19,11 +19,6 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
-function fmtBytes(n) {
-  if (n == null) return "?";
-  return n >= 1e9 ? (n / 1e9).toFixed(1) + " GB" : (n / 1e6).toFixed(0) + " MB";
-}
-
 function fmtAge(s) {
   if (s == null) return "";
   if (s < 120) return Math.round(s) + "s";
@@ -33,7 +28,7 @@ function fmtAge(s) {
 
 function gpuText(g) {
   const parts = [`GPU ${g.index}${g.name ? " " + g.name : ""}`];
-  parts.push(`${fmtBytes(g.vram_used)} / ${fmtBytes(g.vram_total)}`);
+  parts.push(`VRAM ${g.vram_text}`);  // written by the server (radeonlab/units.py), as the CLI writes it
   if (g.temp_c != null) parts.push(`${g.temp_c.toFixed(0)} °C`);
   if (g.busy_percent != null) parts.push(`${g.busy_percent.toFixed(0)}% busy`);
   if (g.power_w != null) parts.push(`${g.power_w.toFixed(0)} W`);

@@ -4,20 +4,30 @@
 
 Prints one JSON object: {"record": <host.json object> | null, "record_error": "...", "gpus": [readings],
 "jobs": [...]}. `summary` jobs carry what fleet and placement need (id, state, alive, gpus, created_at, name,
-rank); `full` adds the whole job.json (for `radeonlab list` and the job handle). Used by `radeonlab fleet`,
-placement, `list` and the job handle; the one place the laptop's view of a host comes from. Stdlib only.
+rank); `full` adds the whole job.json, the last logged step and loss of its trainer log and how long it has
+run (for `radeonlab list` and the job handle). Used by `radeonlab fleet`, placement, `list` and the job
+handle; the one place the laptop's view of a host comes from. Stdlib only.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 from dataclasses import asdict
+from datetime import datetime, timezone
 
-from radeonlab.contract.jobdir import scan
+from radeonlab.contract.jobdir import FILES, scan
 from radeonlab.contract.records import HOST_RECORD_PATH
+from radeonlab.jobs.host import metrics
 from radeonlab.jobs.host.readings import read_local_gpus
+
+# The end of trainer_log.jsonl read for the latest step: a line is a few hundred bytes, so this holds the
+# last several (the first line read may be cut; it is skipped).
+LOG_TAIL_BYTES = 16384
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # state.json's started_at / ended_at (jobs/host/process.py now())
 
 
 def read_record(path: str) -> tuple[dict | None, str]:
@@ -34,7 +44,37 @@ def read_record(path: str) -> tuple[dict | None, str]:
     return data, ""
 
 
-def job_summary(item: dict, full: bool) -> dict:
+def last_step(job_root: str) -> dict:
+    """{"step", "total_steps", "loss"} of the trainer log's latest lines ({} before the first logged step);
+    a NaN/Inf loss is null (JSON has no NaN)."""
+    try:
+        with open(os.path.join(job_root, FILES["trainer_log"]), "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return {}
+    done = metrics.progress([p for p in map(metrics.parse_line, lines) if p is not None])
+    if done is None:
+        return {}
+    loss = done.loss if done.loss is not None and math.isfinite(done.loss) else None
+    return {"step": done.step, "total_steps": done.total_steps, "loss": loss}
+
+
+def run_seconds(state: dict, now: datetime | None = None) -> float | None:
+    """How long the job has run by this host's clock: started_at to ended_at (or now while it runs); None
+    while it waits in line or when state.json has no start."""
+    if state.get("state") == "queued":
+        return None
+    try:
+        start = datetime.strptime(str(state.get("started_at")), TIME_FORMAT)
+        end = datetime.strptime(str(state["ended_at"]), TIME_FORMAT) if state.get("ended_at") else None
+    except ValueError:
+        return None
+    end = end or (now or datetime.now(timezone.utc)).replace(tzinfo=None)  # noqa: UP017 (old host pythons)
+    return max(0.0, (end - start).total_seconds())
+
+
+def job_summary(item: dict, full: bool, jobs_dir: str = "") -> dict:
     job = item["job"]
     out = {
         "id": item["id"],
@@ -47,6 +87,8 @@ def job_summary(item: dict, full: bool) -> dict:
     }
     if full:
         out["job"] = job
+        out["progress"] = last_step(os.path.join(jobs_dir, item["id"]))
+        out["duration_s"] = run_seconds(item["state"])
     return out
 
 
@@ -57,7 +99,7 @@ def probe(record_path: str, jobs: str, ids: list[str] | None, sysfs_root: str = 
     jobs_dir = (record or {}).get("jobs_dir")
     if jobs != "none" and jobs_dir:
         try:
-            out["jobs"] = [job_summary(j, jobs == "full") for j in scan(jobs_dir, ids)]
+            out["jobs"] = [job_summary(j, jobs == "full", jobs_dir) for j in scan(jobs_dir, ids)]
         except OSError as e:
             out["jobs_error"] = f"{type(e).__name__}: {e}"
     return out

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from radeonlab.contract.records import REMEDY_NOTE
 from radeonlab.contract.records import Attempt as AttemptRecord
 from radeonlab.jobs.host.health import Diagnosis, Kind
 
@@ -57,7 +58,7 @@ SETTINGS: dict[str, Any] = {
 ENV_PREFIX = "env:"
 CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 CHECKPOINT_DONE_FILE = "trainer_state.json"  # written near the end of HF's _save_checkpoint
-NOTE_PREFIX = re.compile(r"^remedy (?P<ladder>\w+)/(?P<step>\w+):")
+NOTE_PREFIX = REMEDY_NOTE  # what _plan writes at the start of a remedy attempt's note
 
 
 def value(config: Mapping[str, Any], key: str) -> Any:

@@ -65,6 +65,7 @@ class NodePlan:
     queue: int  # jobs queued or running on the GPU this job would use
     placed: str  # why this host
     present: set[str] | None = None  # contents the host already holds (None: not asked)
+    after: list[str] = field(default_factory=list)  # this sweep's earlier jobs on the same GPU (run first)
     nodes: dict[str, Any] = field(default_factory=dict)  # job.json `nodes` of a multi-node job
     remote: Remote | None = field(default=None, repr=False)
 
@@ -186,6 +187,7 @@ class JobPlan:
                         "free": n.preflight.free,
                     },
                     "queue": n.queue,
+                    "after": n.after,
                     "env": n.env,
                 }
                 for n in self.nodes

@@ -22,10 +22,10 @@ from pathlib import Path
 
 from radeonlab.errors import InputError, PlacementError
 from radeonlab.jobs.fleet.inventory import load_inventory
-from radeonlab.jobs.fleet.probe import HostView, probe_hosts
+from radeonlab.jobs.fleet.probe import CPU_SLOT, HostView, probe_hosts
 from radeonlab.jobs.plan import model as model_module
 from radeonlab.jobs.plan.placement import RULE, Decision, judge, needs_of
-from radeonlab.jobs.plan.plan import JobPlan, load_checked, plan_job
+from radeonlab.jobs.plan.plan import JobPlan, NodePlan, load_checked, plan_job
 from radeonlab.jobs.spec.load import Spec
 
 SWEEP: dict[str, int] = {"max_jobs": 64}  # a typo in a product of --sweep lists must not flood the fleet
@@ -102,6 +102,23 @@ def place_sweep(
     return chosen, before
 
 
+def queue_in_sweep(plans: Sequence[JobPlan]) -> None:
+    """Set each node's `after`: the sweep's earlier jobs placed on the same host and GPU (or both on its
+    CPU). The host's GPU queue is first come, first served and the jobs are started in order, so those run
+    first; the live queue counted at planning time (NodePlan.queue) does not hold them yet."""
+
+    def slots(node: NodePlan) -> set[str]:
+        return {str(g.index) for g in node.gpus} or {CPU_SLOT}
+
+    for i, plan in enumerate(plans):
+        for node in plan.nodes:
+            node.after = [
+                earlier.job_id
+                for earlier in plans[:i]
+                if any(n.host == node.host and slots(n) & slots(node) for n in earlier.nodes)
+            ]
+
+
 def plan_sweep(
     spec_path: str | Path,
     inventory: str | Path,
@@ -150,5 +167,6 @@ def plan_sweep(
             if why:
                 plan.rank0.placed = why
             plans.append(plan)
+        queue_in_sweep(plans)
         opened.pop_all()
     return plans
