@@ -12,6 +12,8 @@ docs/reference/bad-inputs.md ("What bad inputs get") lists what each input gets.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -198,6 +200,9 @@ def run_measured(argv: list[str], timeout_s: float) -> tuple[int, str, float]:
 
 # --- specs ------------------------------------------------------------------------------------------------
 NOT_A_MAPPING = ":1: a spec is a mapping of LLaMA-Factory keys, not a "
+TPL = ":1: template error: "
+LONG = "the template makes a value longer than 65536 characters"
+DEEP = ":N: not valid YAML: nested more than 64 levels deep"
 SPEC_ROWS: dict[str, tuple[bytes | None, str]] = {
     "not-yaml": (b"stage: sft\nkey: [unclosed\n  - x: y\n", ":3: not valid YAML"),
     "yaml-list": (b"- stage: sft\n- do_train: true\n", NOT_A_MAPPING + "list"),
@@ -206,6 +211,40 @@ SPEC_ROWS: dict[str, tuple[bytes | None, str]] = {
     "not-utf8": (b"stage: sft\nmodel_name_or_path: caf\xe9\n", ":2: not UTF-8 text (byte 0xe9)"),
     "binary": (bytes(range(256)) * 4, ":2: not UTF-8 text (byte 0x80)"),
     "missing": (None, ":1: cannot read spec: No such file or directory"),
+    # made to hang or exhaust the checker (the four in BOMB_ROWS below are also timed in a subprocess)
+    "too-large": (b"k: x\n" + b"# pad\n" * 50_000, ":1: spec is larger than 256 KiB: not read"),
+    "yaml-alias-to-itself": (b"k: x\nk2: &a [*a]\n", ":2: an alias names the node it is inside"),
+    "yaml-deep-flow-nesting": (b"k: " + b"[" * 100_000 + b"]" * 100_000 + b"\n", DEEP.replace("N", "1")),
+    "yaml-deep-block-nesting": ("".join(" " * i + f"k{i}:\n" for i in range(100)).encode(),
+                                DEEP.replace("N", "64")),
+    "jinja-range-too-long": (b"k: {{ range(100000)|length }}\n",
+                             TPL + "range() of 100000 items: a spec template may use at most 10000"),
+    "jinja-macro-bomb": (b"# {% macro f(n) %}{% if n %}{{ f(n-1) }}{{ f(n-1) }}{% endif %}{% endmacro %}"
+                         b"{{ f(40) }}\n", TPL + "the template takes more than 100000 steps"),
+    "jinja-macro-calls-itself": (b"k: 1\n# {% macro f() %}{{ f() }}{% endmacro %}{{ f() }}\n",
+                                 TPL.replace("1", "2") + "maximum recursion depth exceeded"),
+    "jinja-string-repeat": (b"k: {{ 'x' * 10000000000 }}\n", TPL + LONG),
+    "jinja-power": (b"k: {{ 2 ** (10 ** 10) }}\n", TPL + "the template makes a number longer than 4096 bits"),
+    "jinja-percent-width": (b"k: {{ '%0999999999d' % 1 }}\n",
+                            TPL + "a `%` format with a width or precision of 10000 or more"),
+    "jinja-format-method": (b"k: {{ '{:>999999999}'.format(1) }}\n",
+                            TPL + "access to attribute 'format' of 'str' object is unsafe."),
+    "jinja-center-filter": (b"k: {{ 'a'|center(10000000000) }}\n", TPL + "No filter named 'center'."),
+    "jinja-namespace": (b"{% set ns = namespace(s='x') %}k: 1\n", TPL + "'namespace' is undefined"),
+    "jinja-concat-doubling": (b"{% set a = 'xxxxxxxxxxxxxxxx' %}" + b"{% set a = a ~ a %}" * 40 + b"k: 1\n",
+                              TPL + LONG),
+    "jinja-join-amplifier": (b"k: {{ range(10000)|join('y' * 60000) }}\n", TPL + LONG),
+    "jinja-replace-amplifier": (b"k: {{ ('y' * 60000)|replace('', 'zzzzzzzzzz') }}\n", TPL + LONG),
+    "jinja-output-too-long": (b"# {% for i in range(1000) %}{{ 'x' * 60000 }}{% endfor %}\n",
+                              TPL + "the rendered spec is longer than 262144 characters"),
+    "jinja-recursive-loop": (b"# {% for i in [1] recursive %}{% endfor %}\n",
+                             TPL + "recursive loops are not allowed in a spec"),
+    "jinja-include": (b"{% include 'other.yaml' %}\n", TPL + "no loader for this environment specified"),
+    "jinja-division-by-zero": (b"k: {{ 1 / 0 }}\n", TPL + "division by zero"),
+    "jinja-dunder": (b"k: {{ ''.__class__.__mro__ }}\n",
+                     TPL + "access to attribute '__class__' of 'str' object is unsafe."),
+    "jinja-undefined-variable": (b"k: {{ env.RADEONLAB_TEST_NOT_SET }}\n",
+                                 TPL + "'dict object' has no attribute 'RADEONLAB_TEST_NOT_SET'"),
 }  # fmt: skip
 
 
@@ -217,6 +256,115 @@ def test_bad_spec_is_one_line_with_file_and_line(work: Work, row: str) -> None:
         spec.write_bytes(content)
     last = refused(work.submit(spec))
     assert last == f"radeonlab: error: {spec}{needle}" or last.startswith(f"radeonlab: error: {spec}{needle}")
+
+
+def _socket(folder: Path) -> Path:
+    short = Path(tempfile.mkdtemp(prefix="rl-sock-"))  # an AF_UNIX path is at most 107 bytes
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(short / "spec.yaml"))
+    return short / "spec.yaml"
+
+
+def _symlink_loop(folder: Path) -> Path:
+    (folder / "a.yaml").symlink_to(folder / "b.yaml")
+    (folder / "b.yaml").symlink_to(folder / "a.yaml")
+    return folder / "a.yaml"
+
+
+def _under_a_file(folder: Path) -> Path:
+    (folder / "plain").write_text("x")
+    return folder / "plain" / "spec.yaml"
+
+
+def _control_characters_in_name(folder: Path) -> Path:
+    spec = folder / "bad\nname\x1b[31m.yaml"
+    spec.write_text("k: [unclosed\n")
+    return spec
+
+
+SPEC_FILE_ROWS: dict[str, tuple[Callable[[Path], Path], str, str]] = {
+    "socket": (_socket, "", ":1: spec is a socket, not a regular file: not read"),
+    "symlink-loop": (_symlink_loop, "", ":1: cannot read spec: Too many levels of symbolic links"),
+    "path-through-a-file": (_under_a_file, "", ":1: cannot read spec: Not a directory"),
+    "control-characters-in-name": (_control_characters_in_name, "bad\\x0aname\\x1b[31m.yaml",
+                                   ":2: not valid YAML: expected ',' or ']'"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("row", list(SPEC_FILE_ROWS))
+def test_a_spec_that_cannot_be_read_is_one_line(work: Work, row: str) -> None:
+    make, shown_name, needle = SPEC_FILE_ROWS[row]
+    spec = make(work.dir)
+    name = str(spec.parent / shown_name) if shown_name else str(spec)
+    result = work.submit(spec)
+    assert result.stderr.count("\n") == 1, result.stderr  # one line, even with a newline in the name
+    assert refused(result).startswith(f"radeonlab: error: {name}{needle}")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file of mode 000")
+def test_an_unreadable_spec_is_one_line(work: Work) -> None:
+    work.spec.chmod(0)
+    assert refused(work.submit()) == f"radeonlab: error: {work.spec}:1: cannot read spec: Permission denied"
+
+
+# --- specs made to hang or exhaust the checker -------------------------------------------------------------
+BOMB_LIMIT_S = 5.0  # each of these ends within 5 s (a subprocess, killed at the limit: a hang fails the test)
+ALIAS_BOMB = "model_name_or_path: x\na0: &a0 [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 10)
+)  # 9**10 values once expanded, from 11 lines
+LOOP_BOMB = "k: x\n# {% for i in range(10000) %}{% for j in range(10000) %}{% endfor %}{% endfor %}\n"
+
+
+def _fifo(folder: Path) -> Path:
+    os.mkfifo(folder / "spec.yaml")
+    return folder / "spec.yaml"
+
+
+def _dev_zero(folder: Path) -> Path:
+    (folder / "spec.yaml").symlink_to("/dev/zero")
+    return folder / "spec.yaml"
+
+
+def _text(text: str) -> Callable[[Path], Path]:
+    def make(folder: Path) -> Path:
+        (folder / "spec.yaml").write_text(text)
+        return folder / "spec.yaml"
+
+    return make
+
+
+BOMB_ROWS: dict[str, tuple[Callable[[Path], Path], str]] = {
+    "fifo": (_fifo, ":1: spec is a FIFO (named pipe), not a regular file: not read"),
+    "link-to-dev-zero": (_dev_zero, ":1: spec is a character device, not a regular file: not read"),
+    "yaml-alias-bomb": (_text(ALIAS_BOMB), ":7: aliases expand the spec to more than 100000 values"),
+    "jinja-loop-bomb": (_text(LOOP_BOMB), ":2: template error: the template takes more than 100000 steps"),
+}
+
+
+@pytest.mark.parametrize("row", list(BOMB_ROWS))
+def test_a_spec_made_to_hang_the_checker_is_one_line_within_5_s(work: Work, row: str) -> None:
+    make, needle = BOMB_ROWS[row]
+    spec = make(work.dir)
+    exe = str(Path(sys.executable).with_name("radeonlab"))
+    for verb, code in (("submit", EXIT_USAGE), ("check", 1)):  # check: 1 when it finds errors (a linter)
+        argv = [exe, verb, str(spec)] + (["-i", str(work.inventory)] if verb == "submit" else ["--no-hub"])
+        start = time.monotonic()
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=BOMB_LIMIT_S, env=_env())
+        except subprocess.TimeoutExpired as exc:
+            raise AssertionError(f"{verb} {row}: still running after {BOMB_LIMIT_S} s") from exc
+        print(f"\n{row}: {verb} ended in {time.monotonic() - start:.2f} s")
+        assert done.returncode == code, (verb, done.stdout, done.stderr)
+        lines = (done.stdout + done.stderr).strip().splitlines()
+        if verb == "submit":
+            assert len(lines) == 1 and lines[0].startswith(f"radeonlab: error: {spec}{needle}"), lines
+        else:
+            assert lines[0].startswith(f"{spec}{needle.replace(': ', ': error: ', 1)}"), lines
+            assert len(lines) == 2 and "1 error(s)" in lines[1], lines
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, **HUB_ENV}
 
 
 # --- inventories, hosts, job ids ---------------------------------------------------------------------------
