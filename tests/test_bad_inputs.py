@@ -11,6 +11,7 @@ docs/reference/bad-inputs.md ("What bad inputs get") lists what each input gets.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import socket
@@ -126,6 +127,42 @@ def _dotdot_file_name(w: Work) -> None:
     info.write_text(json.dumps(entries))
 
 
+def _replace_data(make: Callable[[Path], None]) -> Callable[[Work], None]:
+    def damage(w: Work) -> None:
+        w.data.unlink()
+        make(w.data)
+
+    return damage
+
+
+def _info(make: Callable[[Path], None]) -> Callable[[Work], None]:
+    def damage(w: Work) -> None:
+        info = w.data.parent / "dataset_info.json"
+        info.unlink()
+        make(info)
+
+    return damage
+
+
+def _deep_row(w: Work) -> None:
+    lines = w.data.read_text().splitlines()
+    lines[3] = '{"instruction": ' + "[" * 5000 + "]" * 5000 + ', "input": "", "output": "A"}'
+    w.data.write_text("\n".join(lines) + "\n")
+
+
+def _as_array(w: Work, prefix: bytes = b"", deep_row: int | None = None) -> None:
+    rows = [json.loads(line) for line in w.data.read_text().splitlines()]
+    text = [json.dumps(r) for r in rows]
+    if deep_row is not None:
+        text[deep_row] = "[" * 5000 + "]" * 5000
+    w.data.write_bytes(prefix + ("[\n" + ",\n".join(text) + "\n]\n").encode())
+
+
+INFO = "dataset_info.json"
+ELOOP = "Too many levels of symbolic links"
+INFO_TEXT = json.dumps(demodata.DATASET_INFO)
+DEEP_INFO = '{"demo": ' + "[" * 5000 + "]" * 5000 + "}"
+TOO_DEEP = "malformed JSON: nested too deeply to be read (about 1000 levels)"
 DATASET_ROWS: dict[str, tuple[Callable[[Work], None], tuple[str, ...]]] = {
     "malformed-json-line": (_cut_line, (":4: error: malformed JSON",)),
     "mixed-formats-sharegpt-row-in-alpaca": (_sharegpt_row, (":4: error: row dropped",)),
@@ -134,7 +171,30 @@ DATASET_ROWS: dict[str, tuple[Callable[[Work], None], tuple[str, ...]]] = {
     "only-blank-lines": (lambda w: w.data.write_text("\n\n  \n"), (":1: error: no rows",)),
     "missing-file": (lambda w: w.data.unlink(), (":1: error: dataset file not found",)),
     "file-name-outside-dataset-dir": (_dotdot_file_name, ("is not a file directly inside",)),
-}
+    # files that would hang or exhaust a reader, or cannot be read at all
+    "dataset-is-a-fifo": (_replace_data(os.mkfifo),
+                          (":1: error: the dataset is a FIFO (named pipe), not a regular file: not read",)),
+    "dataset-links-to-dev-zero": (_replace_data(lambda p: p.symlink_to("/dev/zero")),
+                                  (":1: error: the dataset is a character device, not a regular file",)),
+    "dataset-symlink-loop": (_replace_data(lambda p: p.symlink_to(p)),
+                             (f":1: error: cannot read the dataset: {ELOOP}",)),
+    "dataset-info-is-a-fifo": (_info(os.mkfifo),
+                               ("dataset_info.json:1: error: dataset_info.json is a FIFO (named pipe)",)),
+    "dataset-info-links-to-dev-zero": (_info(lambda p: p.symlink_to("/dev/zero")),
+                                       (f"{INFO}:1: error: {INFO} is a character device",)),
+    "dataset-info-symlink-loop": (_info(lambda p: p.symlink_to(p)),
+                                  (f"{INFO}:1: error: cannot read {INFO}: {ELOOP}",)),
+    "dataset-info-with-bom": (_info(lambda p: p.write_bytes(b"\xef\xbb\xbf" + INFO_TEXT.encode())),
+                              (f"{INFO}:1: error: malformed JSON: Unexpected UTF-8 BOM",
+                               "(fix: save it without the BOM)")),
+    "dataset-info-nested-5000-deep": (_info(lambda p: p.write_text(DEEP_INFO)),
+                                      (f"{INFO}:1: error: {TOO_DEEP}",)),
+    "row-nested-5000-deep": (_deep_row, (f"demo.jsonl:4: error: {TOO_DEEP}",)),
+    "array-element-nested-5000-deep": (lambda w: _as_array(w, deep_row=2),
+                                       (f"demo.jsonl:4: error: {TOO_DEEP}",)),
+    "bom-before-a-json-array": (lambda w: _as_array(w, b"\xef\xbb\xbf"),
+                                ("demo.jsonl:1: error: a UTF-8 BOM before a JSON array",)),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("row", list(DATASET_ROWS))
@@ -145,6 +205,54 @@ def test_bad_dataset_is_refused_before_any_upload(work: Work, row: str) -> None:
     assert last.endswith("nothing uploaded"), last
     # `check` says the same, without a host; it exits 1 when it finds errors (its documented contract)
     assert work.cli("check", str(work.spec)).exit_code == 1
+
+
+def _bom_json_lines(w: Work) -> None:
+    w.data.write_bytes(b"\xef\xbb\xbf" + w.data.read_bytes())
+
+
+def _bom_csv(w: Work) -> None:
+    rows = [json.loads(line) for line in w.data.read_text().splitlines()]
+    with w.data.with_suffix(".csv").open("w", encoding="utf-8-sig", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["instruction", "input", "output"])
+        writer.writeheader()
+        writer.writerows(rows)
+    w.data.unlink()
+    info = w.data.parent / INFO
+    info.write_text(info.read_text().replace(w.data.name, w.data.with_suffix(".csv").name))
+
+
+def _named_only_in_the_block(w: Work) -> None:
+    drop = ("dataset:", "dataset_dir:")
+    lines = [line for line in w.spec.read_text().splitlines() if not line.startswith(drop)]
+    lines += ["radeonlab:", "  datasets:", f"    - {w.data.relative_to(w.dir)}"]
+    w.spec.write_text("\n".join(lines) + "\n")
+
+
+# Valid forms a check once refused: `datasets` (4.0.0, pyarrow 26) loads JSON Lines after a UTF-8 BOM and CSV
+# whose header starts with one; a spec may name its datasets only in the radeonlab block (render then sets
+# `dataset` from it: jobs/plan/render.py).
+VALID_FORMS: dict[str, Callable[[Work], None]] = {
+    "bom-before-json-lines": _bom_json_lines,
+    "bom-before-a-csv-header": _bom_csv,
+    "dataset-named-only-in-the-radeonlab-block": _named_only_in_the_block,
+}
+
+
+@pytest.mark.parametrize("form", list(VALID_FORMS))
+def test_a_valid_form_is_accepted_and_reaches_ssh(work: Work, form: str) -> None:
+    VALID_FORMS[form](work)
+    checked = work.cli("check", str(work.spec), "--no-hub")
+    assert checked.exit_code == 0, checked.output
+    assert " error: " not in checked.output
+    result = work.submit()
+    assert result.exit_code == EXIT_FAILURE and "cannot reach ws1" in result.stderr, result.output
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file of mode 000")
+def test_an_unreadable_dataset_is_one_line(work: Work) -> None:
+    work.data.chmod(0)
+    refused(work.submit(), f"{work.data}:1: error: cannot read the dataset: Permission denied")
 
 
 def test_paths_with_spaces_quotes_and_unicode_are_read_as_they_are(work: Work) -> None:
