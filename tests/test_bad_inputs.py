@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -255,6 +256,114 @@ def test_an_unreadable_dataset_is_one_line(work: Work) -> None:
     refused(work.submit(), f"{work.data}:1: error: cannot read the dataset: Permission denied")
 
 
+# --- values out of range (jobs/spec/lf_ranges.json) ---------------------------------------------------------
+def _set(w: Work, values: dict[str, str]) -> None:
+    """The spec with `key: value` lines replaced or added; `radeonlab.x` keys go into a radeonlab block."""
+    text = w.spec.read_text()
+    block = [f"  {k.split('.', 1)[1]}: {v}" for k, v in values.items() if k.startswith("radeonlab.")]
+    for key, value in values.items():
+        if key.startswith("radeonlab."):
+            continue
+        text, n = re.subn(rf"(?m)^{key}:.*$", f"{key}: {value}", text)
+        text += "" if n else f"{key}: {value}\n"
+    w.spec.write_text(text + ("radeonlab:\n" + "\n".join(block) + "\n" if block else ""))
+
+
+EPOCHS = {"max_steps": "-1"}  # the epoch rules apply when max_steps does not override num_train_epochs
+NAN = "is not a number: NaN passes every range check"
+VALUE_ROWS: dict[str, tuple[dict[str, str], str]] = {
+    "batch-size-0": ({"per_device_train_batch_size": "0"},
+                     "`per_device_train_batch_size: 0` must be >= 1: torch"),
+    "batch-size-negative": ({"per_device_train_batch_size": "-2"},
+                            "`per_device_train_batch_size: -2` must be >= 1"),
+    "eval-batch-size-0": ({"per_device_eval_batch_size": "0"},
+                          "`per_device_eval_batch_size: 0` must be >= 1"),
+    "epochs-nan": ({"num_train_epochs": ".nan", **EPOCHS}, f"`num_train_epochs: nan` {NAN}"),
+    "epochs-inf": ({"num_train_epochs": ".inf", **EPOCHS}, "`num_train_epochs: inf` must be finite"),
+    "epochs-negative": ({"num_train_epochs": "-1.0", **EPOCHS}, "`num_train_epochs: -1` must be >= 0"),
+    "cutoff-len-0": ({"cutoff_len": "0"}, "`cutoff_len: 0` must be >= 1: LLaMA-Factory cuts every example"),
+    "lora-rank-0": ({"lora_rank": "0"}, "`lora_rank: 0` must be >= 1: peft refuses"),
+    "lora-rank-negative": ({"lora_rank": "-8"}, "`lora_rank: -8` must be >= 1"),
+    "lora-alpha-0": ({"lora_alpha": "0"}, "`lora_alpha: 0` must be not 0: LLaMA-Factory replaces"),
+    "lora-alpha-negative": ({"lora_alpha": "-16"}, "`lora_alpha: -16` must be > 0: peft scales"),
+    "gradient-accumulation-0": ({"gradient_accumulation_steps": "0"},
+                                "`gradient_accumulation_steps: 0` must be >= 1"),
+    "warmup-ratio-above-1": ({"warmup_ratio": "1.5"},
+                             "`warmup_ratio: 1.5` must be between 0 and 1: transformers refuses"),
+    "warmup-ratio-negative": ({"warmup_ratio": "-0.1"}, "`warmup_ratio: -0.1` must be between 0 and 1"),
+    "warmup-steps-negative": ({"warmup_steps": "-5"},
+                              "`warmup_steps: -5` must be >= 0: transformers refuses"),
+    "learning-rate-negative": ({"learning_rate": "-1.0e-4"},
+                               "`learning_rate: -0.0001` must be >= 0: torch's Adam"),
+    "learning-rate-nan": ({"learning_rate": ".nan"}, f"`learning_rate: nan` {NAN}"),
+    "learning-rate-inf": ({"learning_rate": ".inf"}, "`learning_rate: inf` must be finite"),
+    "lora-dropout-above-1": ({"lora_dropout": "1.5"}, "`lora_dropout: 1.5` must be between 0 and 1"),
+    "lora-dropout-negative": ({"lora_dropout": "-0.1"}, "`lora_dropout: -0.1` must be between 0 and 1"),
+    "max-samples-0": ({"max_samples": "0"}, "`max_samples: 0` must be >= 1"),
+    "max-samples-negative": ({"max_samples": "-100"}, "`max_samples: -100` must be >= 1"),
+    "save-steps-0": ({"save_steps": "0"}, "`save_steps: 0` must be > 0"),
+    "save-steps-negative": ({"save_steps": "-20"}, "`save_steps: -20` must be >= 0"),
+    "logging-steps-0": ({"logging_steps": "0"}, "`logging_steps: 0` must be > 0: transformers refuses 0"),
+    "logging-steps-negative": ({"logging_steps": "-1"}, "`logging_steps: -1` must be >= 0"),
+    "logging-steps-fraction-above-1": ({"logging_steps": "2.5"},
+                                       "`logging_steps: 2.5` must be >= 0, and a whole"),
+    "val-size-negative": ({"val_size": "-0.1"}, "`val_size: -0.1` must be >= 0"),
+    "eval-steps-negative": ({"eval_steps": "-10"}, "`eval_steps: -10` must be >= 0"),
+    "adam-beta1-1": ({"adam_beta1": "1.0"}, "`adam_beta1: 1` must be >= 0 and < 1"),
+    "adam-epsilon-negative": ({"adam_epsilon": "-1.0e-8"}, "`adam_epsilon: -1e-08` must be >= 0"),
+    "weight-decay-negative": ({"weight_decay": "-0.01"}, "`weight_decay: -0.01` must be >= 0"),
+    "dataloader-workers-negative": ({"dataloader_num_workers": "-1"},
+                                    "`dataloader_num_workers: -1` must be >= 0"),
+    "preprocessing-workers-0": ({"preprocessing_num_workers": "0"},
+                                "`preprocessing_num_workers: 0` must be >= 1"),
+    "dpo-label-smoothing-0.9": ({"dpo_label_smoothing": "0.9"},
+                                "`dpo_label_smoothing: 0.9` must be between 0 and 0.5"),
+    "torch-empty-cache-steps-0": ({"torch_empty_cache_steps": "0"},
+                                  "`torch_empty_cache_steps: 0` must be > 0"),
+    "dataset-is-a-number": ({"dataset": "123"},
+                            "`dataset` needs a str, got int 123 (fix: quote it: dataset: \"123\")"),
+    "block-min-vram-nan": ({"radeonlab.placement": "{min_vram_gb: .nan}"},
+                           "min_vram_gb must be a positive number (finite)"),
+    "block-memory-limit-negative": ({"radeonlab.limits": "{memory_gb: -4}"},
+                                    "limit memory_gb must be a positive number (finite)"),
+    "block-memory-limit-inf": ({"radeonlab.limits": "{memory_gb: .inf}"},
+                               "limit memory_gb must be a positive number (finite)"),
+    "block-nodes-0": ({"radeonlab.nodes": "0"}, "nodes must be a whole number >= 1"),
+    "block-nodes-fraction": ({"radeonlab.nodes": "1.5"}, "nodes must be a whole number >= 1"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("row", list(VALUE_ROWS))
+def test_a_value_out_of_range_is_refused_with_its_reason(work: Work, row: str) -> None:
+    values, needle = VALUE_ROWS[row]
+    _set(work, values)
+    last = refused(work.submit(), needle)
+    assert last.endswith("nothing uploaded"), last
+    checked = work.cli("check", str(work.spec), "--no-hub")
+    assert checked.exit_code == 1 and f": error: {needle}" in checked.output, checked.output
+
+
+# Absurd but legal: a warning with the reason; check exits 0 and submit goes on (to the closed host here).
+WARNING_ROWS: dict[str, tuple[dict[str, str], str]] = {
+    "learning-rate-1e30": ({"learning_rate": "1.0e30"}, "`learning_rate: 1e+30` must be <= 1: legal, but"),
+    "more-warmup-than-steps": ({"warmup_steps": "100", "max_steps": "5"},
+                               "`warmup_steps: 100` must be at most max_steps: more warmup steps than"),
+    "max-steps-0": ({"max_steps": "0"}, "`max_steps: 0` must be not 0: max_steps 0 trains no step"),
+    "zero-epochs": ({"num_train_epochs": "0", **EPOCHS}, "`num_train_epochs: 0` must be > 0: 0 epochs"),
+    "lora-dropout-1": ({"lora_dropout": "1.0"}, "`lora_dropout: 1` must be < 1: a dropout of 1 zeroes"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("row", list(WARNING_ROWS))
+def test_an_absurd_but_legal_value_is_a_warning_with_its_reason(work: Work, row: str) -> None:
+    values, needle = WARNING_ROWS[row]
+    _set(work, values)
+    checked = work.cli("check", str(work.spec), "--no-hub")
+    assert checked.exit_code == 0 and f": warning: {needle}" in checked.output, checked.output
+    result = work.submit()
+    assert result.exit_code == EXIT_FAILURE and "cannot reach ws1" in result.stderr, result.output
+
+
 def test_paths_with_spaces_quotes_and_unicode_are_read_as_they_are(work: Work) -> None:
     odd = work.dir / HOSTILE.replace("/", "_")
     odd.mkdir()
@@ -473,6 +582,45 @@ def test_a_spec_made_to_hang_the_checker_is_one_line_within_5_s(work: Work, row:
 
 def _env() -> dict[str, str]:
     return {**os.environ, **HUB_ENV}
+
+
+def _bad_spec(work: Work, table: str, row: str) -> Path:
+    """The input of one row of the spec, dataset and value tables, made in `work`; the spec to check."""
+    if table == "spec":
+        content = SPEC_ROWS[row][0]
+        spec = work.dir / f"{row}.yaml"
+        if content is not None:
+            spec.write_bytes(content)
+        return spec
+    if table in ("spec-file", "bomb"):
+        return (SPEC_FILE_ROWS[row][0] if table == "spec-file" else BOMB_ROWS[row][0])(work.dir)
+    if table == "dataset":
+        DATASET_ROWS[row][0](work)
+    else:
+        _set(work, (VALUE_ROWS if table == "value" else WARNING_ROWS)[row][0])
+    return work.spec
+
+
+EVERY_BAD_INPUT = [
+    *(("spec", r) for r in SPEC_ROWS),
+    *(("spec-file", r) for r in SPEC_FILE_ROWS),
+    *(("bomb", r) for r in BOMB_ROWS),
+    *(("dataset", r) for r in DATASET_ROWS),
+    *(("value", r) for r in VALUE_ROWS),
+    *(("warning", r) for r in WARNING_ROWS),
+]
+EXCEPTION_NAME = re.compile(r"\b[A-Z]\w*(Error|Exception|Warning)\b:|Traceback")
+
+
+@pytest.mark.parametrize(("table", "row"), EVERY_BAD_INPUT, ids=[f"{t}:{r}" for t, r in EVERY_BAD_INPUT])
+def test_check_never_prints_a_python_exception_name_as_the_message(work: Work, table: str, row: str) -> None:
+    spec = _bad_spec(work, table, row)
+    result = work.cli("check", str(spec), "--no-hub")
+    assert result.exit_code == (0 if table == "warning" else 1), result.output
+    assert not EXCEPTION_NAME.search(result.output), result.output
+    lines = result.output.strip().splitlines()
+    finding = re.compile(r".+(:\d+| \(a command-line override\)): (error|warning|info): ")
+    assert lines and all(finding.match(line) for line in lines[:-1]), lines
 
 
 # --- inventories, hosts, job ids ---------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from radeonlab.errors import SpecError
-from radeonlab.jobs.spec import files, inputs, kinds, lf_args, needs, tokens
+from radeonlab.jobs.spec import files, inputs, kinds, lf_args, needs, ranges, tokens
 from radeonlab.jobs.spec.load import Spec
 from radeonlab.jobs.spec.problems import ERROR, INFO, WARNING, Problem
 
@@ -100,6 +100,7 @@ def check_spec(spec: Spec, dataset_dir: Path | None = None) -> list[Problem]:
     problems += files.block_file_problems(spec)
     problems += files.file_problems(spec)
     problems += files.output_problems(spec)
+    problems += ranges.range_problems(spec)
     problems += needs.key_problems(spec)
     problems += kinds.export_problems(spec, submitting=False)
     problems += _check_datasets(spec, dataset_dir)
@@ -179,17 +180,21 @@ def _check_value(file: str, line: int, key: str, value: Any, info: dict[str, Any
         return []
     want = " or ".join(types)
     if isinstance(value, str) and ("float" in types or "int" in types):
-        fix = "write the number unquoted, with a dot for floats (e.g. 1.0e-4)"
-        return [Problem(file, line, f"`{key}` needs a {want}, got the text {value!r}", ERROR, fix)]
+        unquote = "write the number unquoted, with a dot for floats (e.g. 1.0e-4)"
+        return [Problem(file, line, f"`{key}` needs a {want}, got the text {value!r}", ERROR, unquote)]
     if "bool" in types:
         return [
             Problem(
                 file, line, f"`{key}` needs true or false, got {_show(value)}", ERROR, "use true or false"
             )
         ]
-    severity = WARNING if types == ["str"] and isinstance(value, int | float) else ERROR
+    fix: str | None = None
+    if types == ["str"] and isinstance(value, int | float):
+        # HfArgumentParser.parse_dict converts nothing: the number reaches LLaMA-Factory as a number, and
+        # `dataset: 123` stops in split_arg's loop (`'int' object is not iterable`)
+        fix = f'quote it: {key}: "{_show(value)}"'
     return [
-        Problem(file, line, f"`{key}` needs a {want}, got {type(value).__name__} {_show(value)}", severity)
+        Problem(file, line, f"`{key}` needs a {want}, got {type(value).__name__} {_show(value)}", ERROR, fix)
     ]
 
 

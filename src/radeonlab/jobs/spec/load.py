@@ -131,13 +131,14 @@ class _Loader(yaml.SafeLoader):
 
     depth = 0
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         if self.depth >= MAX_DEPTH:
             mark = self.peek_event().start_mark
             raise yaml.composer.ComposerError(None, None, f"nested more than {MAX_DEPTH} levels deep", mark)
         self.depth += 1
         try:
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            node: yaml.Node | None = super().compose_node(parent, index)
+            return node
         finally:
             self.depth -= 1
 

@@ -83,7 +83,7 @@ class SpecEnvironment(ImmutableSandboxedEnvironment):
         self.filters = {n: self._guarded(f) for n, f in base.items() if n in SAFE_FILTERS}
         for name, check in (("join", functools.partial(_join, self)), ("replace", _replace)):
             guarded = self._guarded(functools.partial(check, base[name]))
-            guarded.jinja_pass_arg = base[name].jinja_pass_arg  # type: ignore[attr-defined] - eval context
+            guarded.jinja_pass_arg = base[name].jinja_pass_arg  # type: ignore[attr-defined]  # eval context
             self.filters[name] = guarded
         self.filters[_ITER_FILTER] = self.iterate
         self.filters[_SIZE_FILTER] = self.sized
@@ -167,7 +167,8 @@ class SpecEnvironment(ImmutableSandboxedEnvironment):
         tree = super()._parse(source, name, filename)
         guarded = _Guard().visit(tree)
         guarded.set_environment(self)
-        return guarded  # type: ignore[no-any-return]
+        assert isinstance(guarded, nodes.Template)
+        return guarded
 
 
 def fits(length: int) -> None:
