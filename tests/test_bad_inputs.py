@@ -159,6 +159,11 @@ def _as_array(w: Work, prefix: bytes = b"", deep_row: int | None = None) -> None
     w.data.write_bytes(prefix + ("[\n" + ",\n".join(text) + "\n]\n").encode())
 
 
+def _named_file(w: Work, line: str, name: str) -> None:
+    os.mkfifo(w.dir / name)
+    w.spec.write_text(w.spec.read_text() + line + "\n")
+
+
 INFO = "dataset_info.json"
 ELOOP = "Too many levels of symbolic links"
 INFO_TEXT = json.dumps(demodata.DATASET_INFO)
@@ -195,6 +200,11 @@ DATASET_ROWS: dict[str, tuple[Callable[[Work], None], tuple[str, ...]]] = {
                                        (f"demo.jsonl:4: error: {TOO_DEEP}",)),
     "bom-before-a-json-array": (lambda w: _as_array(w, b"\xef\xbb\xbf"),
                                 ("demo.jsonl:1: error: a UTF-8 BOM before a JSON array",)),
+    # other files a spec names: only stat, never opened
+    "deepspeed-config-is-a-fifo": (lambda w: _named_file(w, "deepspeed: ds.json", "ds.json"),
+                                   ("`deepspeed: ds.json` is a FIFO (named pipe); it should be",)),
+    "block-file-is-a-fifo": (lambda w: _named_file(w, "radeonlab:\n  files: [extra.bin]", "extra.bin"),
+                             ("file to upload extra.bin is not a regular file but a FIFO (named pipe)",)),
 }  # fmt: skip
 
 
@@ -284,7 +294,7 @@ VALUE_ROWS: dict[str, tuple[dict[str, str], str]] = {
     "cutoff-len-0": ({"cutoff_len": "0"}, "`cutoff_len: 0` must be >= 1: LLaMA-Factory cuts every example"),
     "lora-rank-0": ({"lora_rank": "0"}, "`lora_rank: 0` must be >= 1: peft refuses"),
     "lora-rank-negative": ({"lora_rank": "-8"}, "`lora_rank: -8` must be >= 1"),
-    "lora-alpha-0": ({"lora_alpha": "0"}, "`lora_alpha: 0` must be not 0: LLaMA-Factory replaces"),
+    "lora-alpha-0": ({"lora_alpha": "0"}, "`lora_alpha: 0` must be other than 0: LLaMA-Factory replaces"),
     "lora-alpha-negative": ({"lora_alpha": "-16"}, "`lora_alpha: -16` must be > 0: peft scales"),
     "gradient-accumulation-0": ({"gradient_accumulation_steps": "0"},
                                 "`gradient_accumulation_steps: 0` must be >= 1"),
@@ -348,7 +358,7 @@ WARNING_ROWS: dict[str, tuple[dict[str, str], str]] = {
     "learning-rate-1e30": ({"learning_rate": "1.0e30"}, "`learning_rate: 1e+30` must be <= 1: legal, but"),
     "more-warmup-than-steps": ({"warmup_steps": "100", "max_steps": "5"},
                                "`warmup_steps: 100` must be at most max_steps: more warmup steps than"),
-    "max-steps-0": ({"max_steps": "0"}, "`max_steps: 0` must be not 0: max_steps 0 trains no step"),
+    "max-steps-0": ({"max_steps": "0"}, "`max_steps: 0` must be other than 0: max_steps 0 trains no step"),
     "zero-epochs": ({"num_train_epochs": "0", **EPOCHS}, "`num_train_epochs: 0` must be > 0: 0 epochs"),
     "lora-dropout-1": ({"lora_dropout": "1.0"}, "`lora_dropout: 1` must be < 1: a dropout of 1 zeroes"),
 }  # fmt: skip
@@ -582,6 +592,20 @@ def test_a_spec_made_to_hang_the_checker_is_one_line_within_5_s(work: Work, row:
 
 def _env() -> dict[str, str]:
     return {**os.environ, **HUB_ENV}
+
+
+OVERRIDE_ROWS: dict[str, tuple[str, str]] = {  # `submit SPEC key=value`: each value is read like a spec
+    "override-alias-to-itself": ("lora_target=&a [*a]", ": an alias names the node it is inside"),
+    "override-nested-200-deep": ("lora_target=" + "[" * 200 + "]" * 200,
+                                 "the value is not valid YAML (nested more"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("row", list(OVERRIDE_ROWS))
+def test_a_bad_override_is_one_line(work: Work, row: str) -> None:
+    pair, needle = OVERRIDE_ROWS[row]
+    last = refused(work.submit(None, pair))
+    assert last.startswith("radeonlab: error: override ") and needle in last, last
 
 
 def _bad_spec(work: Work, table: str, row: str) -> Path:

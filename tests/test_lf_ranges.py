@@ -154,7 +154,7 @@ def test_torch_and_peft_refuse_what_the_rules_say() -> None:
         ({"ge": 0, "le": 1}, "between 0 and 1"),
         ({"ge": 1}, ">= 1"),
         ({"ge": 0, "whole_above": 1}, ">= 0, and a whole number above 1 (below it: a fraction of the run)"),
-        ({"ne": 0}, "not 0"),
+        ({"ne": 0}, "other than 0"),
     ],
 )
 def test_ranges_are_said_in_words(value: dict[str, Any], expected: str) -> None:

@@ -296,6 +296,18 @@ def parse_text(text: str, path: Path) -> Spec:
     return Spec(path=path, train=data, radeonlab=block, lines=lines, block_problems=problems)
 
 
+def _value(raw: str) -> Any:
+    """One YAML value read like a spec (nesting and alias expansion bounded)."""
+    loader = _Loader(raw)
+    try:
+        node = loader.get_single_node()
+        if node is not None:
+            _check_expansion(node, "override")
+        return loader.construct_document(node) if node is not None else None
+    finally:
+        loader.dispose()
+
+
 def with_overrides(spec: Spec, pairs: list[str]) -> Spec:
     """The spec with `key=value` pairs applied on top, the way `llamafactory-cli train x.yaml key=value`
     reads them (each value parsed as YAML by the spec's loader: `1e-4` is a float, `true` a bool).
@@ -310,9 +322,11 @@ def with_overrides(spec: Spec, pairs: list[str]) -> Spec:
         if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", key) or key == BLOCK_KEY:
             raise InputError(f"override {pair!r}: expected key=value with a LLaMA-Factory key")
         try:
-            train[key] = yaml.load(raw, Loader=_Loader) if raw.strip() else ""  # noqa: S506 - a SafeLoader
+            train[key] = _value(raw) if raw.strip() else ""
         except yaml.YAMLError as err:
             raise InputError(f"override {pair!r}: the value is not valid YAML ({err})") from None
+        except SpecError as err:  # an alias bomb or a self-containing value typed on the command line
+            raise InputError(f"override {pair!r}: {err.message}") from None
     typed = {p.partition("=")[0].strip(): p.partition("=")[2] for p in pairs}
     return dataclasses.replace(spec, train=train, overrides={**spec.overrides, **typed})
 

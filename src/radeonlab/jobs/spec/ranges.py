@@ -21,7 +21,7 @@ _OPS = {
     "gt": (lambda v, b: v > b, "> {}"),
     "le": (lambda v, b: v <= b, "<= {}"),
     "lt": (lambda v, b: v < b, "< {}"),
-    "ne": (lambda v, b: v != b, "not {}"),
+    "ne": (lambda v, b: v != b, "other than {}"),
 }
 
 
