@@ -11,7 +11,11 @@ docs/reference/bad-inputs.md ("What bad inputs get") lists what each input gets.
 
 from __future__ import annotations
 
+import csv
 import json
+import os
+import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -124,6 +128,47 @@ def _dotdot_file_name(w: Work) -> None:
     info.write_text(json.dumps(entries))
 
 
+def _replace_data(make: Callable[[Path], None]) -> Callable[[Work], None]:
+    def damage(w: Work) -> None:
+        w.data.unlink()
+        make(w.data)
+
+    return damage
+
+
+def _info(make: Callable[[Path], None]) -> Callable[[Work], None]:
+    def damage(w: Work) -> None:
+        info = w.data.parent / "dataset_info.json"
+        info.unlink()
+        make(info)
+
+    return damage
+
+
+def _deep_row(w: Work) -> None:
+    lines = w.data.read_text().splitlines()
+    lines[3] = '{"instruction": ' + "[" * 5000 + "]" * 5000 + ', "input": "", "output": "A"}'
+    w.data.write_text("\n".join(lines) + "\n")
+
+
+def _as_array(w: Work, prefix: bytes = b"", deep_row: int | None = None) -> None:
+    rows = [json.loads(line) for line in w.data.read_text().splitlines()]
+    text = [json.dumps(r) for r in rows]
+    if deep_row is not None:
+        text[deep_row] = "[" * 5000 + "]" * 5000
+    w.data.write_bytes(prefix + ("[\n" + ",\n".join(text) + "\n]\n").encode())
+
+
+def _named_file(w: Work, line: str, name: str) -> None:
+    os.mkfifo(w.dir / name)
+    w.spec.write_text(w.spec.read_text() + line + "\n")
+
+
+INFO = "dataset_info.json"
+ELOOP = "Too many levels of symbolic links"
+INFO_TEXT = json.dumps(demodata.DATASET_INFO)
+DEEP_INFO = '{"demo": ' + "[" * 5000 + "]" * 5000 + "}"
+TOO_DEEP = "malformed JSON: nested too deeply to be read (about 1000 levels)"
 DATASET_ROWS: dict[str, tuple[Callable[[Work], None], tuple[str, ...]]] = {
     "malformed-json-line": (_cut_line, (":4: error: malformed JSON",)),
     "mixed-formats-sharegpt-row-in-alpaca": (_sharegpt_row, (":4: error: row dropped",)),
@@ -132,7 +177,35 @@ DATASET_ROWS: dict[str, tuple[Callable[[Work], None], tuple[str, ...]]] = {
     "only-blank-lines": (lambda w: w.data.write_text("\n\n  \n"), (":1: error: no rows",)),
     "missing-file": (lambda w: w.data.unlink(), (":1: error: dataset file not found",)),
     "file-name-outside-dataset-dir": (_dotdot_file_name, ("is not a file directly inside",)),
-}
+    # files that would hang or exhaust a reader, or cannot be read at all
+    "dataset-is-a-fifo": (_replace_data(os.mkfifo),
+                          (":1: error: the dataset is a FIFO (named pipe), not a regular file: not read",)),
+    "dataset-links-to-dev-zero": (_replace_data(lambda p: p.symlink_to("/dev/zero")),
+                                  (":1: error: the dataset is a character device, not a regular file",)),
+    "dataset-symlink-loop": (_replace_data(lambda p: p.symlink_to(p)),
+                             (f":1: error: cannot read the dataset: {ELOOP}",)),
+    "dataset-info-is-a-fifo": (_info(os.mkfifo),
+                               ("dataset_info.json:1: error: dataset_info.json is a FIFO (named pipe)",)),
+    "dataset-info-links-to-dev-zero": (_info(lambda p: p.symlink_to("/dev/zero")),
+                                       (f"{INFO}:1: error: {INFO} is a character device",)),
+    "dataset-info-symlink-loop": (_info(lambda p: p.symlink_to(p)),
+                                  (f"{INFO}:1: error: cannot read {INFO}: {ELOOP}",)),
+    "dataset-info-with-bom": (_info(lambda p: p.write_bytes(b"\xef\xbb\xbf" + INFO_TEXT.encode())),
+                              (f"{INFO}:1: error: malformed JSON: Unexpected UTF-8 BOM",
+                               "(fix: save it without the BOM)")),
+    "dataset-info-nested-5000-deep": (_info(lambda p: p.write_text(DEEP_INFO)),
+                                      (f"{INFO}:1: error: {TOO_DEEP}",)),
+    "row-nested-5000-deep": (_deep_row, (f"demo.jsonl:4: error: {TOO_DEEP}",)),
+    "array-element-nested-5000-deep": (lambda w: _as_array(w, deep_row=2),
+                                       (f"demo.jsonl:4: error: {TOO_DEEP}",)),
+    "bom-before-a-json-array": (lambda w: _as_array(w, b"\xef\xbb\xbf"),
+                                ("demo.jsonl:1: error: a UTF-8 BOM before a JSON array",)),
+    # other files a spec names: only stat, never opened
+    "deepspeed-config-is-a-fifo": (lambda w: _named_file(w, "deepspeed: ds.json", "ds.json"),
+                                   ("`deepspeed: ds.json` is a FIFO (named pipe); it should be",)),
+    "block-file-is-a-fifo": (lambda w: _named_file(w, "radeonlab:\n  files: [extra.bin]", "extra.bin"),
+                             ("file to upload extra.bin is not a regular file but a FIFO (named pipe)",)),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("row", list(DATASET_ROWS))
@@ -143,6 +216,162 @@ def test_bad_dataset_is_refused_before_any_upload(work: Work, row: str) -> None:
     assert last.endswith("nothing uploaded"), last
     # `check` says the same, without a host; it exits 1 when it finds errors (its documented contract)
     assert work.cli("check", str(work.spec)).exit_code == 1
+
+
+def _bom_json_lines(w: Work) -> None:
+    w.data.write_bytes(b"\xef\xbb\xbf" + w.data.read_bytes())
+
+
+def _bom_csv(w: Work) -> None:
+    rows = [json.loads(line) for line in w.data.read_text().splitlines()]
+    with w.data.with_suffix(".csv").open("w", encoding="utf-8-sig", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["instruction", "input", "output"])
+        writer.writeheader()
+        writer.writerows(rows)
+    w.data.unlink()
+    info = w.data.parent / INFO
+    info.write_text(info.read_text().replace(w.data.name, w.data.with_suffix(".csv").name))
+
+
+def _named_only_in_the_block(w: Work) -> None:
+    drop = ("dataset:", "dataset_dir:")
+    lines = [line for line in w.spec.read_text().splitlines() if not line.startswith(drop)]
+    lines += ["radeonlab:", "  datasets:", f"    - {w.data.relative_to(w.dir)}"]
+    w.spec.write_text("\n".join(lines) + "\n")
+
+
+# Valid forms a check once refused: `datasets` (4.0.0, pyarrow 26) loads JSON Lines after a UTF-8 BOM and CSV
+# whose header starts with one; a spec may name its datasets only in the radeonlab block (render then sets
+# `dataset` from it: jobs/plan/render.py).
+VALID_FORMS: dict[str, Callable[[Work], None]] = {
+    "bom-before-json-lines": _bom_json_lines,
+    "bom-before-a-csv-header": _bom_csv,
+    "dataset-named-only-in-the-radeonlab-block": _named_only_in_the_block,
+}
+
+
+@pytest.mark.parametrize("form", list(VALID_FORMS))
+def test_a_valid_form_is_accepted_and_reaches_ssh(work: Work, form: str) -> None:
+    VALID_FORMS[form](work)
+    checked = work.cli("check", str(work.spec), "--no-hub")
+    assert checked.exit_code == 0, checked.output
+    assert " error: " not in checked.output
+    result = work.submit()
+    assert result.exit_code == EXIT_FAILURE and "cannot reach ws1" in result.stderr, result.output
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file of mode 000")
+def test_an_unreadable_dataset_is_one_line(work: Work) -> None:
+    work.data.chmod(0)
+    refused(work.submit(), f"{work.data}:1: error: cannot read the dataset: Permission denied")
+
+
+# --- values out of range (jobs/spec/lf_ranges.json) ---------------------------------------------------------
+def _set(w: Work, values: dict[str, str]) -> None:
+    """The spec with `key: value` lines replaced or added; `radeonlab.x` keys go into a radeonlab block."""
+    text = w.spec.read_text()
+    block = [f"  {k.split('.', 1)[1]}: {v}" for k, v in values.items() if k.startswith("radeonlab.")]
+    for key, value in values.items():
+        if key.startswith("radeonlab."):
+            continue
+        text, n = re.subn(rf"(?m)^{key}:.*$", f"{key}: {value}", text)
+        text += "" if n else f"{key}: {value}\n"
+    w.spec.write_text(text + ("radeonlab:\n" + "\n".join(block) + "\n" if block else ""))
+
+
+EPOCHS = {"max_steps": "-1"}  # the epoch rules apply when max_steps does not override num_train_epochs
+NAN = "is not a number: NaN passes every range check"
+VALUE_ROWS: dict[str, tuple[dict[str, str], str]] = {
+    "batch-size-0": ({"per_device_train_batch_size": "0"},
+                     "`per_device_train_batch_size: 0` must be >= 1: torch"),
+    "batch-size-negative": ({"per_device_train_batch_size": "-2"},
+                            "`per_device_train_batch_size: -2` must be >= 1"),
+    "eval-batch-size-0": ({"per_device_eval_batch_size": "0"},
+                          "`per_device_eval_batch_size: 0` must be >= 1"),
+    "epochs-nan": ({"num_train_epochs": ".nan", **EPOCHS}, f"`num_train_epochs: nan` {NAN}"),
+    "epochs-inf": ({"num_train_epochs": ".inf", **EPOCHS}, "`num_train_epochs: inf` must be finite"),
+    "epochs-negative": ({"num_train_epochs": "-1.0", **EPOCHS}, "`num_train_epochs: -1` must be >= 0"),
+    "cutoff-len-0": ({"cutoff_len": "0"}, "`cutoff_len: 0` must be >= 1: LLaMA-Factory cuts every example"),
+    "lora-rank-0": ({"lora_rank": "0"}, "`lora_rank: 0` must be >= 1: peft refuses"),
+    "lora-rank-negative": ({"lora_rank": "-8"}, "`lora_rank: -8` must be >= 1"),
+    "lora-alpha-0": ({"lora_alpha": "0"}, "`lora_alpha: 0` must be other than 0: LLaMA-Factory replaces"),
+    "lora-alpha-negative": ({"lora_alpha": "-16"}, "`lora_alpha: -16` must be > 0: peft scales"),
+    "gradient-accumulation-0": ({"gradient_accumulation_steps": "0"},
+                                "`gradient_accumulation_steps: 0` must be >= 1"),
+    "warmup-ratio-above-1": ({"warmup_ratio": "1.5"},
+                             "`warmup_ratio: 1.5` must be between 0 and 1: transformers refuses"),
+    "warmup-ratio-negative": ({"warmup_ratio": "-0.1"}, "`warmup_ratio: -0.1` must be between 0 and 1"),
+    "warmup-steps-negative": ({"warmup_steps": "-5"},
+                              "`warmup_steps: -5` must be >= 0: transformers refuses"),
+    "learning-rate-negative": ({"learning_rate": "-1.0e-4"},
+                               "`learning_rate: -0.0001` must be >= 0: torch's Adam"),
+    "learning-rate-nan": ({"learning_rate": ".nan"}, f"`learning_rate: nan` {NAN}"),
+    "learning-rate-inf": ({"learning_rate": ".inf"}, "`learning_rate: inf` must be finite"),
+    "lora-dropout-above-1": ({"lora_dropout": "1.5"}, "`lora_dropout: 1.5` must be between 0 and 1"),
+    "lora-dropout-negative": ({"lora_dropout": "-0.1"}, "`lora_dropout: -0.1` must be between 0 and 1"),
+    "max-samples-0": ({"max_samples": "0"}, "`max_samples: 0` must be >= 1"),
+    "max-samples-negative": ({"max_samples": "-100"}, "`max_samples: -100` must be >= 1"),
+    "save-steps-0": ({"save_steps": "0"}, "`save_steps: 0` must be > 0"),
+    "save-steps-negative": ({"save_steps": "-20"}, "`save_steps: -20` must be >= 0"),
+    "logging-steps-0": ({"logging_steps": "0"}, "`logging_steps: 0` must be > 0: transformers refuses 0"),
+    "logging-steps-negative": ({"logging_steps": "-1"}, "`logging_steps: -1` must be >= 0"),
+    "logging-steps-fraction-above-1": ({"logging_steps": "2.5"},
+                                       "`logging_steps: 2.5` must be >= 0, and a whole"),
+    "val-size-negative": ({"val_size": "-0.1"}, "`val_size: -0.1` must be >= 0"),
+    "eval-steps-negative": ({"eval_steps": "-10"}, "`eval_steps: -10` must be >= 0"),
+    "adam-beta1-1": ({"adam_beta1": "1.0"}, "`adam_beta1: 1` must be >= 0 and < 1"),
+    "adam-epsilon-negative": ({"adam_epsilon": "-1.0e-8"}, "`adam_epsilon: -1e-08` must be >= 0"),
+    "weight-decay-negative": ({"weight_decay": "-0.01"}, "`weight_decay: -0.01` must be >= 0"),
+    "dataloader-workers-negative": ({"dataloader_num_workers": "-1"},
+                                    "`dataloader_num_workers: -1` must be >= 0"),
+    "preprocessing-workers-0": ({"preprocessing_num_workers": "0"},
+                                "`preprocessing_num_workers: 0` must be >= 1"),
+    "dpo-label-smoothing-0.9": ({"dpo_label_smoothing": "0.9"},
+                                "`dpo_label_smoothing: 0.9` must be between 0 and 0.5"),
+    "torch-empty-cache-steps-0": ({"torch_empty_cache_steps": "0"},
+                                  "`torch_empty_cache_steps: 0` must be > 0"),
+    "dataset-is-a-number": ({"dataset": "123"},
+                            "`dataset` needs a str, got int 123 (fix: quote it: dataset: \"123\")"),
+    "block-min-vram-nan": ({"radeonlab.placement": "{min_vram_gb: .nan}"},
+                           "min_vram_gb must be a positive number (finite)"),
+    "block-memory-limit-negative": ({"radeonlab.limits": "{memory_gb: -4}"},
+                                    "limit memory_gb must be a positive number (finite)"),
+    "block-memory-limit-inf": ({"radeonlab.limits": "{memory_gb: .inf}"},
+                               "limit memory_gb must be a positive number (finite)"),
+    "block-nodes-0": ({"radeonlab.nodes": "0"}, "nodes must be a whole number >= 1"),
+    "block-nodes-fraction": ({"radeonlab.nodes": "1.5"}, "nodes must be a whole number >= 1"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("row", list(VALUE_ROWS))
+def test_a_value_out_of_range_is_refused_with_its_reason(work: Work, row: str) -> None:
+    values, needle = VALUE_ROWS[row]
+    _set(work, values)
+    last = refused(work.submit(), needle)
+    assert last.endswith("nothing uploaded"), last
+    checked = work.cli("check", str(work.spec), "--no-hub")
+    assert checked.exit_code == 1 and f": error: {needle}" in checked.output, checked.output
+
+
+# Absurd but legal: a warning with the reason; check exits 0 and submit goes on (to the closed host here).
+WARNING_ROWS: dict[str, tuple[dict[str, str], str]] = {
+    "learning-rate-1e30": ({"learning_rate": "1.0e30"}, "`learning_rate: 1e+30` must be <= 1: legal, but"),
+    "more-warmup-than-steps": ({"warmup_steps": "100", "max_steps": "5"},
+                               "`warmup_steps: 100` must be at most max_steps: more warmup steps than"),
+    "max-steps-0": ({"max_steps": "0"}, "`max_steps: 0` must be other than 0: max_steps 0 trains no step"),
+    "zero-epochs": ({"num_train_epochs": "0", **EPOCHS}, "`num_train_epochs: 0` must be > 0: 0 epochs"),
+    "lora-dropout-1": ({"lora_dropout": "1.0"}, "`lora_dropout: 1` must be < 1: a dropout of 1 zeroes"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("row", list(WARNING_ROWS))
+def test_an_absurd_but_legal_value_is_a_warning_with_its_reason(work: Work, row: str) -> None:
+    values, needle = WARNING_ROWS[row]
+    _set(work, values)
+    checked = work.cli("check", str(work.spec), "--no-hub")
+    assert checked.exit_code == 0 and f": warning: {needle}" in checked.output, checked.output
+    result = work.submit()
+    assert result.exit_code == EXIT_FAILURE and "cannot reach ws1" in result.stderr, result.output
 
 
 def test_paths_with_spaces_quotes_and_unicode_are_read_as_they_are(work: Work) -> None:
@@ -198,6 +427,9 @@ def run_measured(argv: list[str], timeout_s: float) -> tuple[int, str, float]:
 
 # --- specs ------------------------------------------------------------------------------------------------
 NOT_A_MAPPING = ":1: a spec is a mapping of LLaMA-Factory keys, not a "
+TPL = ":1: template error: "
+LONG = "the template makes a value longer than 65536 characters"
+DEEP = ":N: not valid YAML: nested more than 64 levels deep"
 SPEC_ROWS: dict[str, tuple[bytes | None, str]] = {
     "not-yaml": (b"stage: sft\nkey: [unclosed\n  - x: y\n", ":3: not valid YAML"),
     "yaml-list": (b"- stage: sft\n- do_train: true\n", NOT_A_MAPPING + "list"),
@@ -206,6 +438,40 @@ SPEC_ROWS: dict[str, tuple[bytes | None, str]] = {
     "not-utf8": (b"stage: sft\nmodel_name_or_path: caf\xe9\n", ":2: not UTF-8 text (byte 0xe9)"),
     "binary": (bytes(range(256)) * 4, ":2: not UTF-8 text (byte 0x80)"),
     "missing": (None, ":1: cannot read spec: No such file or directory"),
+    # made to hang or exhaust the checker (the four in BOMB_ROWS below are also timed in a subprocess)
+    "too-large": (b"k: x\n" + b"# pad\n" * 50_000, ":1: spec is larger than 256 KiB: not read"),
+    "yaml-alias-to-itself": (b"k: x\nk2: &a [*a]\n", ":2: an alias names the node it is inside"),
+    "yaml-deep-flow-nesting": (b"k: " + b"[" * 100_000 + b"]" * 100_000 + b"\n", DEEP.replace("N", "1")),
+    "yaml-deep-block-nesting": ("".join(" " * i + f"k{i}:\n" for i in range(100)).encode(),
+                                DEEP.replace("N", "64")),
+    "jinja-range-too-long": (b"k: {{ range(100000)|length }}\n",
+                             TPL + "range() of 100000 items: a spec template may use at most 10000"),
+    "jinja-macro-bomb": (b"# {% macro f(n) %}{% if n %}{{ f(n-1) }}{{ f(n-1) }}{% endif %}{% endmacro %}"
+                         b"{{ f(40) }}\n", TPL + "the template takes more than 100000 steps"),
+    "jinja-macro-calls-itself": (b"k: 1\n# {% macro f() %}{{ f() }}{% endmacro %}{{ f() }}\n",
+                                 TPL.replace("1", "2") + "maximum recursion depth exceeded"),
+    "jinja-string-repeat": (b"k: {{ 'x' * 10000000000 }}\n", TPL + LONG),
+    "jinja-power": (b"k: {{ 2 ** (10 ** 10) }}\n", TPL + "the template makes a number longer than 4096 bits"),
+    "jinja-percent-width": (b"k: {{ '%0999999999d' % 1 }}\n",
+                            TPL + "a `%` format with a width or precision of 10000 or more"),
+    "jinja-format-method": (b"k: {{ '{:>999999999}'.format(1) }}\n",
+                            TPL + "access to attribute 'format' of 'str' object is unsafe."),
+    "jinja-center-filter": (b"k: {{ 'a'|center(10000000000) }}\n", TPL + "No filter named 'center'."),
+    "jinja-namespace": (b"{% set ns = namespace(s='x') %}k: 1\n", TPL + "'namespace' is undefined"),
+    "jinja-concat-doubling": (b"{% set a = 'xxxxxxxxxxxxxxxx' %}" + b"{% set a = a ~ a %}" * 40 + b"k: 1\n",
+                              TPL + LONG),
+    "jinja-join-amplifier": (b"k: {{ range(10000)|join('y' * 60000) }}\n", TPL + LONG),
+    "jinja-replace-amplifier": (b"k: {{ ('y' * 60000)|replace('', 'zzzzzzzzzz') }}\n", TPL + LONG),
+    "jinja-output-too-long": (b"# {% for i in range(1000) %}{{ 'x' * 60000 }}{% endfor %}\n",
+                              TPL + "the rendered spec is longer than 262144 characters"),
+    "jinja-recursive-loop": (b"# {% for i in [1] recursive %}{% endfor %}\n",
+                             TPL + "recursive loops are not allowed in a spec"),
+    "jinja-include": (b"{% include 'other.yaml' %}\n", TPL + "no loader for this environment specified"),
+    "jinja-division-by-zero": (b"k: {{ 1 / 0 }}\n", TPL + "division by zero"),
+    "jinja-dunder": (b"k: {{ ''.__class__.__mro__ }}\n",
+                     TPL + "access to attribute '__class__' of 'str' object is unsafe."),
+    "jinja-undefined-variable": (b"k: {{ env.RADEONLAB_TEST_NOT_SET }}\n",
+                                 TPL + "'dict object' has no attribute 'RADEONLAB_TEST_NOT_SET'"),
 }  # fmt: skip
 
 
@@ -217,6 +483,168 @@ def test_bad_spec_is_one_line_with_file_and_line(work: Work, row: str) -> None:
         spec.write_bytes(content)
     last = refused(work.submit(spec))
     assert last == f"radeonlab: error: {spec}{needle}" or last.startswith(f"radeonlab: error: {spec}{needle}")
+
+
+def _socket(folder: Path) -> Path:
+    short = Path(tempfile.mkdtemp(prefix="rl-sock-"))  # an AF_UNIX path is at most 107 bytes
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(short / "spec.yaml"))
+    return short / "spec.yaml"
+
+
+def _symlink_loop(folder: Path) -> Path:
+    (folder / "a.yaml").symlink_to(folder / "b.yaml")
+    (folder / "b.yaml").symlink_to(folder / "a.yaml")
+    return folder / "a.yaml"
+
+
+def _under_a_file(folder: Path) -> Path:
+    (folder / "plain").write_text("x")
+    return folder / "plain" / "spec.yaml"
+
+
+def _control_characters_in_name(folder: Path) -> Path:
+    spec = folder / "bad\nname\x1b[31m.yaml"
+    spec.write_text("k: [unclosed\n")
+    return spec
+
+
+SPEC_FILE_ROWS: dict[str, tuple[Callable[[Path], Path], str, str]] = {
+    "socket": (_socket, "", ":1: spec is a socket, not a regular file: not read"),
+    "symlink-loop": (_symlink_loop, "", ":1: cannot read spec: Too many levels of symbolic links"),
+    "path-through-a-file": (_under_a_file, "", ":1: cannot read spec: Not a directory"),
+    "control-characters-in-name": (_control_characters_in_name, "bad\\x0aname\\x1b[31m.yaml",
+                                   ":2: not valid YAML: expected ',' or ']'"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("row", list(SPEC_FILE_ROWS))
+def test_a_spec_that_cannot_be_read_is_one_line(work: Work, row: str) -> None:
+    make, shown_name, needle = SPEC_FILE_ROWS[row]
+    spec = make(work.dir)
+    name = str(spec.parent / shown_name) if shown_name else str(spec)
+    result = work.submit(spec)
+    assert result.stderr.count("\n") == 1, result.stderr  # one line, even with a newline in the name
+    assert refused(result).startswith(f"radeonlab: error: {name}{needle}")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file of mode 000")
+def test_an_unreadable_spec_is_one_line(work: Work) -> None:
+    work.spec.chmod(0)
+    assert refused(work.submit()) == f"radeonlab: error: {work.spec}:1: cannot read spec: Permission denied"
+
+
+# --- specs made to hang or exhaust the checker -------------------------------------------------------------
+BOMB_LIMIT_S = 5.0  # each of these ends within 5 s (a subprocess, killed at the limit: a hang fails the test)
+ALIAS_BOMB = "model_name_or_path: x\na0: &a0 [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 10)
+)  # 9**10 values once expanded, from 11 lines
+LOOP_BOMB = "k: x\n# {% for i in range(10000) %}{% for j in range(10000) %}{% endfor %}{% endfor %}\n"
+
+
+def _fifo(folder: Path) -> Path:
+    os.mkfifo(folder / "spec.yaml")
+    return folder / "spec.yaml"
+
+
+def _dev_zero(folder: Path) -> Path:
+    (folder / "spec.yaml").symlink_to("/dev/zero")
+    return folder / "spec.yaml"
+
+
+def _text(text: str) -> Callable[[Path], Path]:
+    def make(folder: Path) -> Path:
+        (folder / "spec.yaml").write_text(text)
+        return folder / "spec.yaml"
+
+    return make
+
+
+BOMB_ROWS: dict[str, tuple[Callable[[Path], Path], str]] = {
+    "fifo": (_fifo, ":1: spec is a FIFO (named pipe), not a regular file: not read"),
+    "link-to-dev-zero": (_dev_zero, ":1: spec is a character device, not a regular file: not read"),
+    "yaml-alias-bomb": (_text(ALIAS_BOMB), ":7: aliases expand the spec to more than 100000 values"),
+    "jinja-loop-bomb": (_text(LOOP_BOMB), ":2: template error: the template takes more than 100000 steps"),
+}
+
+
+@pytest.mark.parametrize("row", list(BOMB_ROWS))
+def test_a_spec_made_to_hang_the_checker_is_one_line_within_5_s(work: Work, row: str) -> None:
+    make, needle = BOMB_ROWS[row]
+    spec = make(work.dir)
+    exe = str(Path(sys.executable).with_name("radeonlab"))
+    for verb, code in (("submit", EXIT_USAGE), ("check", 1)):  # check: 1 when it finds errors (a linter)
+        argv = [exe, verb, str(spec)] + (["-i", str(work.inventory)] if verb == "submit" else ["--no-hub"])
+        start = time.monotonic()
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=BOMB_LIMIT_S, env=_env())
+        except subprocess.TimeoutExpired as exc:
+            raise AssertionError(f"{verb} {row}: still running after {BOMB_LIMIT_S} s") from exc
+        print(f"\n{row}: {verb} ended in {time.monotonic() - start:.2f} s")
+        assert done.returncode == code, (verb, done.stdout, done.stderr)
+        lines = (done.stdout + done.stderr).strip().splitlines()
+        if verb == "submit":
+            assert len(lines) == 1 and lines[0].startswith(f"radeonlab: error: {spec}{needle}"), lines
+        else:
+            assert lines[0].startswith(f"{spec}{needle.replace(': ', ': error: ', 1)}"), lines
+            assert len(lines) == 2 and "1 error(s)" in lines[1], lines
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, **HUB_ENV}
+
+
+OVERRIDE_ROWS: dict[str, tuple[str, str]] = {  # `submit SPEC key=value`: each value is read like a spec
+    "override-alias-to-itself": ("lora_target=&a [*a]", ": an alias names the node it is inside"),
+    "override-nested-200-deep": ("lora_target=" + "[" * 200 + "]" * 200,
+                                 "the value is not valid YAML (nested more"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("row", list(OVERRIDE_ROWS))
+def test_a_bad_override_is_one_line(work: Work, row: str) -> None:
+    pair, needle = OVERRIDE_ROWS[row]
+    last = refused(work.submit(None, pair))
+    assert last.startswith("radeonlab: error: override ") and needle in last, last
+
+
+def _bad_spec(work: Work, table: str, row: str) -> Path:
+    """The input of one row of the spec, dataset and value tables, made in `work`; the spec to check."""
+    if table == "spec":
+        content = SPEC_ROWS[row][0]
+        spec = work.dir / f"{row}.yaml"
+        if content is not None:
+            spec.write_bytes(content)
+        return spec
+    if table in ("spec-file", "bomb"):
+        return (SPEC_FILE_ROWS[row][0] if table == "spec-file" else BOMB_ROWS[row][0])(work.dir)
+    if table == "dataset":
+        DATASET_ROWS[row][0](work)
+    else:
+        _set(work, (VALUE_ROWS if table == "value" else WARNING_ROWS)[row][0])
+    return work.spec
+
+
+EVERY_BAD_INPUT = [
+    *(("spec", r) for r in SPEC_ROWS),
+    *(("spec-file", r) for r in SPEC_FILE_ROWS),
+    *(("bomb", r) for r in BOMB_ROWS),
+    *(("dataset", r) for r in DATASET_ROWS),
+    *(("value", r) for r in VALUE_ROWS),
+    *(("warning", r) for r in WARNING_ROWS),
+]
+EXCEPTION_NAME = re.compile(r"\b[A-Z]\w*(Error|Exception|Warning)\b:|Traceback")
+
+
+@pytest.mark.parametrize(("table", "row"), EVERY_BAD_INPUT, ids=[f"{t}:{r}" for t, r in EVERY_BAD_INPUT])
+def test_check_never_prints_a_python_exception_name_as_the_message(work: Work, table: str, row: str) -> None:
+    spec = _bad_spec(work, table, row)
+    result = work.cli("check", str(spec), "--no-hub")
+    assert result.exit_code == (0 if table == "warning" else 1), result.output
+    assert not EXCEPTION_NAME.search(result.output), result.output
+    lines = result.output.strip().splitlines()
+    finding = re.compile(r".+(:\d+| \(a command-line override\)): (error|warning|info): ")
+    assert lines and all(finding.match(line) for line in lines[:-1]), lines
 
 
 # --- inventories, hosts, job ids ---------------------------------------------------------------------------

@@ -100,6 +100,18 @@ def test_jinja_renders_env_and_refuses_undefined(tmp_path: Path, monkeypatch: py
     assert err.value.line == 2 and "nope" in str(err.value)
 
 
+def test_the_budgeted_sandbox_still_renders_what_specs_use(tmp_path: Path) -> None:
+    """Loops, macros, filters (map, join, replace, tojson), `%` formats and str methods within the budgets."""
+    text = (
+        "{% for i in range(2) %}k{{ loop.index }}: {{ i * 2 }}\n{% endfor %}"
+        "{% macro plus(n) %}{{ n + 1 }}{% endmacro %}m: {{ plus(1) }}\n"
+        "j: {{ [1, 2]|map('string')|join(',') }}\nr: {{ ('x' ~ 'y')|replace('x', 'z') }}\n"
+        "t: '{{ {'a': 1}|tojson }}'\nf: '{{ '%05.1f' % 3.14159 }}'\ns: {{ 'a,b'.split(',')|first|upper }}\n"
+    )
+    train = load(write(tmp_path, text)).train
+    assert train == {"k1": 0, "k2": 2, "m": 2, "j": "1,2", "r": "zy", "t": '{"a": 1}', "f": "003.1", "s": "A"}
+
+
 def test_jinja_sandbox_blocks_attribute_escapes(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="template error"):
         load(write(tmp_path, "a: {{ ''.__class__.__mro__[1].__subclasses__() }}\n"))

@@ -29,10 +29,10 @@ class InputError(RadeonlabError):
 
 
 class SpecError(InputError):
-    """A spec that cannot be loaded at all; str() is `file:line: message`."""
+    """A spec that cannot be loaded at all; str() is `file:line: message` (the file's name escaped)."""
 
     def __init__(self, file: str, line: int, message: str) -> None:
-        super().__init__(f"{file}:{line}: {message}")
+        super().__init__(f"{shown(file)}:{line}: {message}")
         self.file, self.line, self.message = file, line, message
 
 
@@ -94,6 +94,17 @@ class JobNotFoundError(InputError):
 
 class JobStateError(RadeonlabError):
     """The job is in a state that does not allow the action (resume a running job, rm a running job)."""
+
+
+# C0/C1 controls, DEL, and the bidi embedding/override/isolate controls (they reorder a terminal line)
+_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
+_ESCAPES.update({c: f"\\u{c:04x}" for c in (0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))})
+
+
+def shown(name: object) -> str:
+    """A file name (or any text) for a one-line message: control characters escaped (a newline is \\x0a),
+    everything else as it is (spaces, quotes, accents)."""
+    return str(name).translate(_ESCAPES)
 
 
 def one_line(exc: BaseException) -> str:

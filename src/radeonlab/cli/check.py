@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from radeonlab.errors import shown
 from radeonlab.jobs.spec.checks import check_path
 from radeonlab.jobs.spec.needs import spec_need_lines
 from radeonlab.jobs.spec.problems import ERROR, INFO, Problem, has_errors
@@ -65,5 +66,6 @@ def command(spec: Path, as_json: bool, dataset_dir: Path | None, hub_off: bool) 
         for problem in problems:
             click.echo(str(problem))
         errors = sum(p.severity == "error" for p in problems)
-        click.echo(f"{spec}: {errors} error(s), {len(problems) - errors} other finding(s)", err=True)
+        summary = f"{shown(spec)}: {errors} error(s), {len(problems) - errors} other finding(s)"
+        click.echo(summary, err=True)
     raise SystemExit(1 if has_errors(problems) else 0)

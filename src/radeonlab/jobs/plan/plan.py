@@ -23,7 +23,14 @@ from typing import Any
 from radeonlab.contract.jobdir import JobDir
 from radeonlab.contract.jobid import new_job_id
 from radeonlab.contract.records import Attempt, GpuRecord, HostRecord, JobRecord
-from radeonlab.errors import ChecksFailedError, InputError, InventoryError, ModelError, PlacementError
+from radeonlab.errors import (
+    ChecksFailedError,
+    InputError,
+    InventoryError,
+    ModelError,
+    PlacementError,
+    shown,
+)
 from radeonlab.jobs.apply import secrets
 from radeonlab.jobs.fleet.inventory import HostTarget, get_host, load_inventory
 from radeonlab.jobs.fleet.probe import CPU_SLOT, HostView, read_host, require_record
@@ -216,7 +223,8 @@ def load_checked(spec_path: str | Path, overrides: Sequence[str] = ()) -> tuple[
     errors = [p for p in problems if p.severity == ERROR]
     if errors:
         raise ChecksFailedError(
-            f"{spec_path}: {len(errors)} error(s) (see `radeonlab check {spec_path}`); nothing uploaded",
+            f"{shown(spec_path)}: {len(errors)} error(s) (see `radeonlab check {shown(spec_path)}`); "
+            "nothing uploaded",
             problems,
         )
     return spec, problems

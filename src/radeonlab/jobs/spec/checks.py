@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from radeonlab.errors import SpecError
-from radeonlab.jobs.spec import files, kinds, lf_args, needs, tokens
+from radeonlab.jobs.spec import files, inputs, kinds, lf_args, needs, ranges, tokens
 from radeonlab.jobs.spec.load import Spec
 from radeonlab.jobs.spec.problems import ERROR, INFO, WARNING, Problem
 
 DATASET_INFO = "dataset_info.json"  # extras/constants.py DATA_CONFIG
+MAX_INFO_BYTES = 16 << 20  # LLaMA-Factory's own dataset_info.json is 20 KB
 DID_YOU_MEAN_CUTOFF = 0.75
 
 # Keys people write that LLaMA-Factory does not have (the seed project's config among them):
@@ -98,6 +100,7 @@ def check_spec(spec: Spec, dataset_dir: Path | None = None) -> list[Problem]:
     problems += files.block_file_problems(spec)
     problems += files.file_problems(spec)
     problems += files.output_problems(spec)
+    problems += ranges.range_problems(spec)
     problems += needs.key_problems(spec)
     problems += kinds.export_problems(spec, submitting=False)
     problems += _check_datasets(spec, dataset_dir)
@@ -177,17 +180,21 @@ def _check_value(file: str, line: int, key: str, value: Any, info: dict[str, Any
         return []
     want = " or ".join(types)
     if isinstance(value, str) and ("float" in types or "int" in types):
-        fix = "write the number unquoted, with a dot for floats (e.g. 1.0e-4)"
-        return [Problem(file, line, f"`{key}` needs a {want}, got the text {value!r}", ERROR, fix)]
+        unquote = "write the number unquoted, with a dot for floats (e.g. 1.0e-4)"
+        return [Problem(file, line, f"`{key}` needs a {want}, got the text {value!r}", ERROR, unquote)]
     if "bool" in types:
         return [
             Problem(
                 file, line, f"`{key}` needs true or false, got {_show(value)}", ERROR, "use true or false"
             )
         ]
-    severity = WARNING if types == ["str"] and isinstance(value, int | float) else ERROR
+    fix: str | None = None
+    if types == ["str"] and isinstance(value, int | float):
+        # HfArgumentParser.parse_dict converts nothing: the number reaches LLaMA-Factory as a number, and
+        # `dataset: 123` stops in split_arg's loop (`'int' object is not iterable`)
+        fix = f'quote it: {key}: "{_show(value)}"'
     return [
-        Problem(file, line, f"`{key}` needs a {want}, got {type(value).__name__} {_show(value)}", severity)
+        Problem(file, line, f"`{key}` needs a {want}, got {type(value).__name__} {_show(value)}", ERROR, fix)
     ]
 
 
@@ -226,7 +233,8 @@ def _check_combinations(spec: Spec) -> list[Problem]:
             )
         )
     do_train = train.get("do_train") is True
-    if do_train and not train.get("dataset") and not train.get("tokenized_path"):
+    named = train.get("dataset") or spec.radeonlab.datasets  # render fills `dataset` from the block's
+    if do_train and not named and not train.get("tokenized_path"):
         out.append(
             Problem(
                 file,
@@ -272,9 +280,11 @@ def _check_datasets(spec: Spec, override: Path | None) -> list[Problem]:
     train = spec.train
     stage = datasets.DATA_STAGE.get(str(train.get("stage", "sft")), "sft")
     wanted = [(key, name) for key in ("dataset", "eval_dataset") for name in _names(train.get(key))]
+    generated = {d.name: d for d in spec.radeonlab.datasets}
+    if "dataset" not in train:  # render (jobs/plan/render.py) sets `dataset` to the block's datasets
+        wanted += [(f"radeonlab.datasets.{i}", d.name) for i, d in enumerate(spec.radeonlab.datasets)]
     if not wanted:
         return []
-    generated = {d.name: d for d in spec.radeonlab.datasets}
     data_dir = spec.dataset_dir()
     if data_dir is not None and override is not None:  # a hub dataset_dir stays on the hub
         data_dir = override
@@ -388,7 +398,7 @@ def _check_datasets(spec: Spec, override: Path | None) -> list[Problem]:
 
 def _read_info(path: Path | None, file: str, line: int) -> tuple[dict[str, Any] | None, Problem | None]:
     assert path is not None
-    if not path.exists():
+    if not os.path.lexists(path):
         return None, Problem(
             file,
             line,
@@ -397,11 +407,19 @@ def _read_info(path: Path | None, file: str, line: int) -> tuple[dict[str, Any] 
             "set dataset_dir to the folder holding dataset_info.json (relative to the spec)",
         )
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(inputs.read_limited(path, MAX_INFO_BYTES).decode("utf-8"))
+    except inputs.Refused as err:
+        return None, Problem(str(path), 1, f"{DATASET_INFO} {err}")
+    except OSError as err:
+        return None, Problem(str(path), 1, f"cannot read {DATASET_INFO}: {err.strerror or err}")
     except json.JSONDecodeError as err:
-        return None, Problem(str(path), err.lineno, f"malformed JSON: {err.msg}")
+        # LLaMA-Factory reads it with json.load (data/parser.py), which refuses a UTF-8 BOM as well
+        fix = "save it without the BOM" if err.msg.startswith("Unexpected UTF-8 BOM") else None
+        return None, Problem(str(path), err.lineno, f"malformed JSON: {err.msg}", ERROR, fix)
     except UnicodeDecodeError:
         return None, Problem(str(path), 1, "not UTF-8")
+    except RecursionError:
+        return None, Problem(str(path), 1, "malformed JSON: nested too deeply to be read (about 1000 levels)")
     if not isinstance(data, dict):
         return None, Problem(str(path), 1, "dataset_info.json must be an object of name -> entry")
     return data, None

@@ -16,10 +16,13 @@ named in one pass (at most MAX_ROW_PROBLEMS_PER_FILE listed per file, then a cou
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from radeonlab.jobs.spec import inputs
 from radeonlab.jobs.spec.problems import ERROR, INFO, WARNING, Problem
 from radeonlab.jobs.spec.rows import Malformed, decode_problems, read_rows
 
@@ -264,8 +267,24 @@ def _required_columns(attr: DatasetAttr) -> list[str]:
 def check_file(path: Path, attr: DatasetAttr, stage: str) -> list[Problem]:
     """All problems of one local dataset file (or every file of a dataset folder)."""
     rep = _Reporter(path)
-    if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.is_file())
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        rep.add(1, "dataset file not found", fix="fix `file_name` in dataset_info.json or the path")
+        return rep.finish()
+    except OSError as err:
+        rep.add(1, f"cannot read the dataset: {err.strerror or err}")
+        return rep.finish()
+    special = inputs.special_kind(info.st_mode)
+    if special:  # a FIFO would block the reader (here and LLaMA-Factory's on the host), a device never ends
+        rep.add(1, f"the dataset is {special}, not a regular file: not read", fix="name a regular file")
+        return rep.finish()
+    if stat.S_ISDIR(info.st_mode):
+        try:
+            files = sorted(p for p in path.iterdir() if not p.is_dir())  # FIFOs too: each is refused
+        except OSError as err:
+            rep.add(1, f"cannot list the dataset folder: {err.strerror or err}")
+            return rep.finish()
         if not files:
             rep.add(1, "dataset folder is empty")
         types = {FILE_TYPES.get(p.suffix[1:]) for p in files}
@@ -274,9 +293,6 @@ def check_file(path: Path, attr: DatasetAttr, stage: str) -> list[Problem]:
                 1, "LLaMA-Factory needs one file type per dataset folder (`File types should be identical`)"
             )
         return rep.finish() + [p for f in files for p in check_file(f, attr, stage)]
-    if not path.exists():
-        rep.add(1, "dataset file not found", fix="fix `file_name` in dataset_info.json or the path")
-        return rep.finish()
     kind = FILE_TYPES.get(path.suffix[1:])
     if kind is None:
         rep.add(
@@ -285,12 +301,20 @@ def check_file(path: Path, attr: DatasetAttr, stage: str) -> list[Problem]:
             fix=f"use one of: {', '.join('.' + e for e in FILE_TYPES)}",
         )
         return rep.finish()
-    if path.stat().st_size == 0:
+    if info.st_size == 0:
         rep.add(1, "empty file (0 bytes)")
         return rep.finish()
     if kind in ("parquet", "arrow"):
         rep.add(1, f"{kind} file not validated (binary format)", INFO)
         return rep.finish()
+    try:
+        return _check_rows(path, kind, attr, stage, rep)
+    except OSError as err:  # unreadable (permissions), or an I/O error part way
+        rep.add(1, f"cannot read the dataset: {err.strerror or err}")
+        return rep.finish()
+
+
+def _check_rows(path: Path, kind: str, attr: DatasetAttr, stage: str, rep: _Reporter) -> list[Problem]:
     if kind == "text":
         for bad in decode_problems(path):
             rep.row(bad.line, bad.message + _CITE_LOAD)

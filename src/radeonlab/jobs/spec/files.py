@@ -29,6 +29,7 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
+from radeonlab.jobs.spec import inputs
 from radeonlab.jobs.spec.load import Spec
 from radeonlab.jobs.spec.problems import ERROR, Problem
 
@@ -131,10 +132,18 @@ def file_problems(spec: Spec) -> list[Problem]:
                 )
             )
         elif kind == FILE and not path.is_file():
-            out.append(Problem(file, line, f"`{key}: {value}` is a folder; it should be {what}", ERROR))
+            out.append(Problem(file, line, f"`{key}: {value}` is {_kind(path)}; it should be {what}", ERROR))
         elif kind in (FOLDER,) and not path.is_dir():
             out.append(Problem(file, line, f"`{key}: {value}` is a file; it should be {what}", ERROR))
     return out
+
+
+def _kind(path: Path) -> str:
+    """What a path that is not a regular file is: "a folder", "a FIFO (named pipe)", ... (stat only)."""
+    try:
+        return inputs.special_kind(os.stat(path).st_mode) or "a folder"
+    except OSError as err:
+        return f"unreadable ({err.strerror})"
 
 
 def _relative_fix(spec: Spec, key: str, value: str) -> str:
@@ -203,7 +212,7 @@ def block_file_problems(spec: Spec) -> list[Problem]:
             why = f"file to upload {name} is outside the spec's folder {folder}"
             fix = "copy it beside the spec (or below), and name it relative to the spec"
         elif not path.is_file():
-            why, fix = f"file to upload {name} is not a regular file (a folder, FIFO, device or socket)", ""
+            why, fix = f"file to upload {name} is not a regular file but {_kind(path)}", ""
         elif resolved in seen:
             why, fix = f"file to upload {name} is listed twice", f"remove the second `{name}`"
         else:

@@ -27,9 +27,16 @@
                                          # logs its first step, takes a remedy, ends (jobs/host/notifier.py);
                                          # secrets: env.secret only. Absent: the inventory's radeonlab_notify
 
-Values may use Jinja2 (`{{ env.USER }}`, `{{ spec_dir }}`), rendered in a sandbox with StrictUndefined before
-the YAML is parsed. YAML is read the way LLaMA-Factory reads it (OmegaConf's loader: `1e-4` is a float, no
-timestamps, duplicate keys refused), and every key keeps its line number for messages.
+Values may use Jinja2 (`{{ env.USER }}`, `{{ spec_dir }}`), rendered in a sandbox with StrictUndefined and
+budgets (jobs/spec/template.py) before the YAML is parsed. YAML is read the way LLaMA-Factory reads it
+(OmegaConf's loader: `1e-4` is a float, no timestamps, duplicate keys refused), and every key keeps its line
+number for messages.
+
+No spec can hang or exhaust the checker: only a regular file is read (a FIFO, device or socket is refused by
+its type before any open: jobs/spec/inputs.py), at most MAX_SPEC_BYTES of it; YAML nesting deeper than
+MAX_DEPTH is refused where it starts, aliases may expand the document to at most MAX_NODES values (an
+"alias bomb" of nine nested lists of nine is 9**9), and an alias inside the node it names is refused. Every
+failure is one SpecError line with file:line.
 """
 
 from __future__ import annotations
@@ -42,10 +49,10 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-import jinja2.sandbox
 import yaml
 
 from radeonlab.errors import InputError, SpecError
+from radeonlab.jobs.spec import inputs, template
 from radeonlab.jobs.spec.block import (  # the block's types, re-exported: a spec carries them
     BLOCK_KEY,
     LIMIT_NAMES,
@@ -75,6 +82,10 @@ DEFAULT_DATASET_DIR = "data"
 # `dataset_dir` values that tell LLaMA-Factory to read dataset_info.json from the hub (data/parser.py).
 REMOTE_DATASET_DIR_PREFIX = "REMOTE:"
 ONLINE_DATASET_DIR = "ONLINE"
+# LLaMA-Factory's own example configs are 1-5 KB; the pure-Python YAML reader takes ~0.5 s per 256 KiB here.
+MAX_SPEC_BYTES = 256 * 1024
+MAX_DEPTH = 64  # nested mappings/lists; a LLaMA-Factory config nests 1 deep, the radeonlab block 3
+MAX_NODES = 100_000  # values of the document once aliases are expanded
 
 
 @dataclass
@@ -115,7 +126,21 @@ class Spec:
 
 
 class _Loader(yaml.SafeLoader):
-    """SafeLoader resolving scalars like OmegaConf's loader (what `llamafactory-cli train x.yaml` uses)."""
+    """SafeLoader resolving scalars like OmegaConf's loader (what `llamafactory-cli train x.yaml` uses), that
+    refuses nesting deeper than MAX_DEPTH where it starts (PyYAML composes nodes recursively)."""
+
+    depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        if self.depth >= MAX_DEPTH:
+            mark = self.peek_event().start_mark
+            raise yaml.composer.ComposerError(None, None, f"nested more than {MAX_DEPTH} levels deep", mark)
+        self.depth += 1
+        try:
+            node: yaml.Node | None = super().compose_node(parent, index)
+            return node
+        finally:
+            self.depth -= 1
 
 
 # Same float pattern as omegaconf/_yaml.py get_yaml_loader(): YAML 1.1 needs a dot, OmegaConf accepts 1e-4.
@@ -141,19 +166,19 @@ _Loader.yaml_implicit_resolvers = {
 
 
 def _render(text: str, path: Path) -> str:
-    """Render Jinja2 in a sandbox; undefined variables are errors. Plain YAML passes through unchanged."""
+    """Render Jinja2 in the budgeted sandbox; undefined variables are errors. Plain YAML passes unchanged."""
     if "{{" not in text and "{%" not in text and "{#" not in text:
         return text
-    env = jinja2.sandbox.ImmutableSandboxedEnvironment(
-        undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False
-    )
+    variables = {"env": dict(os.environ), "spec_dir": str(path.parent.resolve())}
     try:
-        template = env.from_string(text)
-        return template.render(env=dict(os.environ), spec_dir=str(path.parent.resolve()))
+        return template.render(text, variables, MAX_SPEC_BYTES)
     except jinja2.TemplateSyntaxError as err:
         raise SpecError(str(path), err.lineno or 1, f"template error: {err.message}") from None
     except jinja2.TemplateError as err:
         raise SpecError(str(path), _template_line(err), f"template error: {err}") from None
+    except (ArithmeticError, LookupError, TypeError, ValueError, RecursionError, MemoryError) as err:
+        # an expression that fails in Python (1/0, int('x'), a macro calling itself): its words, not its type
+        raise SpecError(str(path), _template_line(err), f"template error: {err or 'failed'}") from None
 
 
 def _template_line(err: BaseException) -> int:
@@ -166,22 +191,57 @@ def _template_line(err: BaseException) -> int:
     return line
 
 
-def _check_duplicates(node: yaml.Node, file: str) -> None:
-    """Refuse duplicate keys anywhere (OmegaConf refuses them too; PyYAML would keep the last silently)."""
+def _check_duplicates(node: yaml.Node, file: str, seen: set[int] | None = None) -> None:
+    """Refuse duplicate keys anywhere (OmegaConf refuses them too; PyYAML would keep the last silently).
+    A node an alias repeats is looked at once."""
+    seen = set() if seen is None else seen
+    if id(node) in seen:
+        return
+    seen.add(id(node))
     if isinstance(node, yaml.MappingNode):
-        seen: dict[Any, int] = {}
+        keys: dict[Any, int] = {}
         for key_node, value_node in node.value:
             if isinstance(key_node, yaml.ScalarNode):
                 line = key_node.start_mark.line + 1
-                if key_node.value in seen:
+                if key_node.value in keys:
                     raise SpecError(
-                        file, line, f"duplicate key {key_node.value!r} (first on line {seen[key_node.value]})"
+                        file, line, f"duplicate key {key_node.value!r} (first on line {keys[key_node.value]})"
                     )
-                seen[key_node.value] = line
-            _check_duplicates(value_node, file)
+                keys[key_node.value] = line
+            _check_duplicates(value_node, file, seen)
     elif isinstance(node, yaml.SequenceNode):
         for item in node.value:
-            _check_duplicates(item, file)
+            _check_duplicates(item, file, seen)
+
+
+def _check_expansion(root: yaml.Node, file: str) -> None:
+    """Refuse a document whose aliases expand it beyond MAX_NODES values, or that contains itself."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        line = node.start_mark.line + 1
+        if key in open_nodes:
+            raise SpecError(file, line, "an alias names the node it is inside (a structure without end)")
+        open_nodes.add(key)
+        if isinstance(node, yaml.MappingNode):
+            total = 1 + sum(size(k) + size(v) for k, v in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            total = 1 + sum(size(item) for item in node.value)
+        else:
+            total = 1
+        open_nodes.discard(key)
+        if total > MAX_NODES:
+            raise SpecError(
+                file, line, f"aliases expand the spec to more than {MAX_NODES} values (an alias bomb?)"
+            )
+        sizes[key] = total
+        return total
+
+    size(root)
 
 
 def _lines(node: yaml.MappingNode, prefix: str = "") -> dict[str, int]:
@@ -209,6 +269,7 @@ def parse_text(text: str, path: Path) -> Spec:
         try:
             root = loader.get_single_node()
             if root is not None:
+                _check_expansion(root, file)
                 _check_duplicates(root, file)
             data = loader.construct_document(root) if root is not None else None
         finally:
@@ -219,6 +280,8 @@ def parse_text(text: str, path: Path) -> Spec:
         raise SpecError(file, line, f"not valid YAML: {err.problem or err}") from None
     except yaml.YAMLError as err:
         raise SpecError(file, 1, f"not valid YAML: {err}") from None
+    except RecursionError:  # MAX_DEPTH stops nesting first; this is the last guard
+        raise SpecError(file, 1, "not valid YAML: nested too deeply to be read") from None
     if root is None or data is None:
         raise SpecError(file, 1, "empty spec: expected a mapping of LLaMA-Factory keys")
     if not isinstance(data, dict):
@@ -231,6 +294,18 @@ def parse_text(text: str, path: Path) -> Spec:
     problems: list[tuple[int, str]] = []
     block = parse_block(block_raw, lines, problems)
     return Spec(path=path, train=data, radeonlab=block, lines=lines, block_problems=problems)
+
+
+def _value(raw: str) -> Any:
+    """One YAML value read like a spec (nesting and alias expansion bounded)."""
+    loader = _Loader(raw)
+    try:
+        node = loader.get_single_node()
+        if node is not None:
+            _check_expansion(node, "override")
+        return loader.construct_document(node) if node is not None else None
+    finally:
+        loader.dispose()
 
 
 def with_overrides(spec: Spec, pairs: list[str]) -> Spec:
@@ -247,9 +322,11 @@ def with_overrides(spec: Spec, pairs: list[str]) -> Spec:
         if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", key) or key == BLOCK_KEY:
             raise InputError(f"override {pair!r}: expected key=value with a LLaMA-Factory key")
         try:
-            train[key] = yaml.load(raw, Loader=_Loader) if raw.strip() else ""  # noqa: S506 - a SafeLoader
+            train[key] = _value(raw) if raw.strip() else ""
         except yaml.YAMLError as err:
             raise InputError(f"override {pair!r}: the value is not valid YAML ({err})") from None
+        except SpecError as err:  # an alias bomb or a self-containing value typed on the command line
+            raise InputError(f"override {pair!r}: {err.message}") from None
     typed = {p.partition("=")[0].strip(): p.partition("=")[2] for p in pairs}
     return dataclasses.replace(spec, train=train, overrides={**spec.overrides, **typed})
 
@@ -258,7 +335,9 @@ def load(path: str | os.PathLike[str]) -> Spec:
     """Load a spec file. Raises SpecError (one line, with file:line) when it cannot be read as a spec."""
     p = Path(path)
     try:
-        raw = p.read_bytes()
+        raw = inputs.read_limited(p, MAX_SPEC_BYTES)
+    except inputs.Refused as err:
+        raise SpecError(str(p), 1, f"spec {err}") from None
     except OSError as err:
         raise SpecError(str(p), 1, f"cannot read spec: {err.strerror or err}") from None
     try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from radeonlab.errors import shown
+
 ERROR, WARNING, INFO = "error", "warning", "info"
 
 
@@ -19,9 +21,11 @@ class Problem:
     fix: str | None = None
 
     def __str__(self) -> str:
+        """One line: names and messages with control characters escaped (errors.shown)."""
         fix = f" (fix: {self.fix})" if self.fix else ""
-        where = f"{self.file} (a command-line override)" if self.line == 0 else f"{self.file}:{self.line}"
-        return f"{where}: {self.severity}: {self.message}{fix}"
+        file = shown(self.file)
+        where = f"{file} (a command-line override)" if self.line == 0 else f"{file}:{self.line}"
+        return shown(f"{where}: {self.severity}: {self.message}{fix}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -27,6 +27,11 @@ from typing import Any
 # waiting (keeps a huge single-line element from being re-parsed line by line: quadratic time).
 _REPARSE_BYTES = 1 << 20
 _MAY_END_ELEMENT = ("}", "},", "]", "],", '"', '",')
+UTF8_BOM = b"\xef\xbb\xbf"
+# Python's JSON reader recurses per nesting level and stops near the interpreter's recursion limit (~1000);
+# `datasets` 4.0.0 fails on such a row too (RecursionError, measured at 1500 and 5000 levels in the lf_args
+# generator venv), so it is an error, with the line.
+TOO_DEEP = "malformed JSON: nested too deeply to be read (about 1000 levels)"
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,8 @@ def text_lines(path: Path) -> Iterator[tuple[int, str, Malformed | None]]:
     """
     with path.open("rb") as f:
         for number, raw in enumerate(f, 1):
+            if number == 1 and raw.startswith(UTF8_BOM):
+                raw = raw[len(UTF8_BOM) :]  # json_rows/csv_rows decide whether the loader accepts it
             try:
                 yield number, raw.decode("utf-8"), None
             except UnicodeDecodeError as err:
@@ -65,6 +72,8 @@ def jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
             yield number, json.loads(text.rstrip("\r\n"))  # a cut-short line errs at its own end
         except json.JSONDecodeError as err:
             yield number, Malformed(number, f"malformed JSON: {err.msg} (column {err.colno})")
+        except RecursionError:
+            yield number, Malformed(number, TOO_DEEP)
 
 
 def array_rows(path: Path) -> Iterator[tuple[int, Any]]:
@@ -133,6 +142,9 @@ def array_rows(path: Path) -> Iterator[tuple[int, Any]]:
                 yield line_at(pos), Malformed(line_at(pos), "malformed JSON: expected , or ] between rows")
             try:
                 obj, end = decoder.raw_decode(buf, pos)
+            except RecursionError:
+                yield line_at(pos), Malformed(line_at(pos), TOO_DEEP + "; the rows after it are not checked")
+                return
             except json.JSONDecodeError as err:
                 incomplete = err.pos >= len(buf.rstrip()) or (
                     err.msg.startswith("Invalid control character") and err.pos == len(buf) - 1
@@ -179,10 +191,20 @@ def _starts_row(text: str, indent: str) -> bool:
 
 
 def json_rows(path: Path) -> Iterator[tuple[int, Any]]:
-    """Rows of a .json/.jsonl file: a JSON array, or JSON Lines (datasets' json loader accepts both)."""
+    """Rows of a .json/.jsonl file: a JSON array, or JSON Lines (datasets' json loader accepts both).
+
+    A UTF-8 BOM is read the way `datasets` 4.0.0 (the pinned release, with pyarrow 26) reads it, as measured
+    in the lf_args generator venv: pyarrow's JSON Lines reader skips it, so JSON Lines with a BOM load; a
+    JSON array is not JSON Lines, and the fallback (pandas.read_json on the text opened as utf-8) fails on
+    the BOM (`DatasetGenerationError`), so an array with a BOM is an error at line 1 (its rows are still
+    checked)."""
     with path.open("rb") as f:
-        head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
-    if head.startswith(b"["):
+        head = f.read(4096)
+    bom = head.startswith(UTF8_BOM)
+    if head[len(UTF8_BOM) if bom else 0 :].lstrip(b" \t\r\n").startswith(b"["):
+        if bom:
+            yield 1, Malformed(1, "a UTF-8 BOM before a JSON array: `datasets` loads JSON Lines with one, "
+                                  "not an array (save the file without the BOM)")  # fmt: skip
         yield from array_rows(path)
     else:
         yield from jsonl_rows(path)
@@ -192,7 +214,8 @@ def csv_rows(path: Path) -> Iterator[tuple[int, Any]]:
     """Rows of a CSV file as {header: value}; empty fields are None (pandas reads them as NaN)."""
     problems = {n: p for n, _, p in text_lines(path) if p is not None}
     yield from sorted(problems.items())
-    with path.open(encoding="utf-8", errors="replace", newline="") as f:
+    # utf-8-sig: a BOM is not part of the first column's name (pandas, behind `datasets`, drops it)
+    with path.open(encoding="utf-8-sig", errors="replace", newline="") as f:
         reader = csv.reader(f)
         try:
             header = next(reader)
