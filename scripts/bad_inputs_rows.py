@@ -1,5 +1,6 @@
 """Print the rows of docs/reference/bad-inputs-new-rows.md: every bad input of tests/test_bad_inputs.py's
-spec, dataset, value, warning and override tables, run through the CLI as the tests do, and what it says.
+spec, dataset, value, history, warning and override tables, run through the CLI as the tests do, and what
+it says.
 
     PYTHONPATH=src:. .venv/bin/python scripts/bad_inputs_rows.py > /tmp/rows.md
 
@@ -54,7 +55,7 @@ def main() -> None:
             said = _first(result.output, ("warning",)) + " (check exits 0; submit goes on)"
         else:
             result = work.cli("submit", str(spec), "-i", str(work.inventory))
-            per_line = table in ("dataset", "value")  # a finding line, then the summary line
+            per_line = table in ("dataset", "value", "history")  # a finding line, then the summary line
             said = _first(result.stderr, ("error",)) if per_line else result.stderr.strip().splitlines()[-1]
             said += " + summary" if per_line else ""
         print(f"| {table}: {row} | `{_shown(said, work)}` |")

@@ -31,6 +31,7 @@ from radeonlab.cli import main
 from radeonlab.contract.jobid import is_job_id, new_job_id
 from radeonlab.errors import EXIT_FAILURE, EXIT_USAGE
 from radeonlab.jobs.fleet import store
+from radeonlab.jobs.spec import lf_key_history
 from radeonlab.jobs.ssh import hostcode
 from radeonlab.sandbox import demodata
 from radeonlab.sandbox.demo import write_spec
@@ -353,6 +354,49 @@ def test_a_value_out_of_range_is_refused_with_its_reason(work: Work, row: str) -
     assert checked.exit_code == 1 and f": error: {needle}" in checked.output, checked.output
 
 
+# --- keys LLaMA-Factory renamed or dropped since 0.8.0 (jobs/spec/lf_key_history.json) ----------------------
+REMOVED = "the pinned 0.9.5 stops with `Some keys are not used by the HfArgumentParser`"
+HISTORY_ROWS: dict[str, tuple[dict[str, str], str]] = {
+    "vllm_dtype": ({"vllm_dtype": "bfloat16"},
+                   "0.8.2 removed this key (last in 0.8.1); {R} (fix: infer_dtype: bfloat16)"),
+    "image_dir": ({"image_dir": "pics"},
+                  "0.9.2 removed this key (last in 0.9.1); {R} (fix: media_dir: pics)"),
+    "image_resolution": ({"image_resolution": "262144"}, "0.9.2 removed this key (last in 0.9.1); {R} "
+                         "(fix: image_max_pixels: 262144 (both count pixels"),
+    "video_resolution": ({"video_resolution": "16384"}, "(fix: video_max_pixels: 16384"),
+    "train_mm_proj_only": ({"train_mm_proj_only": "true"},
+                           "(fix: freeze_vision_tower: true plus freeze_language_model: true)"),
+    "new_special_tokens": ({"new_special_tokens": "<a>,<b>"},
+                           "0.9.3 removed this key (last in 0.9.2); {R} (fix: add_special_tokens: <a>,<b>)"),
+    "visual_inputs-no-replacement": ({"visual_inputs": "true"},
+                                     "0.9.0 removed this key (last in 0.8.3); {R} (fix: remove it (no key"),
+    "ray_run_name-no-replacement": ({"ray_run_name": "x"}, "0.9.5 removed this key (last in 0.9.4)"),
+}  # fmt: skip
+
+
+def test_every_renamed_key_of_the_history_has_a_row() -> None:
+    """Acceptance: each renamed key of the history table has a row above with its replacement."""
+    moved = set(lf_key_history.load()["moved"])
+    assert len(moved) >= 6 and moved <= set(HISTORY_ROWS), moved - set(HISTORY_ROWS)
+
+
+@pytest.mark.parametrize("row", list(HISTORY_ROWS))
+def test_a_renamed_or_dropped_key_gets_its_replacement(work: Work, row: str) -> None:
+    values, needle = HISTORY_ROWS[row]
+    needle = needle.replace("{R}", REMOVED)
+    _set(work, values)
+    refused(work.submit(), needle)
+    checked = work.cli("check", str(work.spec), "--no-hub")
+    assert checked.exit_code == 1 and needle in checked.output, checked.output
+    assert "did you mean" not in checked.output, checked.output
+
+
+def test_a_misspelt_key_without_history_still_gets_did_you_mean(work: Work) -> None:
+    _set(work, {"lora_rnak": "8"})
+    checked = work.cli("check", str(work.spec), "--no-hub")
+    assert checked.exit_code == 1 and "(fix: did you mean `lora_rank`?)" in checked.output, checked.output
+
+
 # Absurd but legal: a warning with the reason; check exits 0 and submit goes on (to the closed host here).
 WARNING_ROWS: dict[str, tuple[dict[str, str], str]] = {
     "learning-rate-1e30": ({"learning_rate": "1.0e30"}, "`learning_rate: 1e+30` must be <= 1: legal, but"),
@@ -621,7 +665,7 @@ def _bad_spec(work: Work, table: str, row: str) -> Path:
     if table == "dataset":
         DATASET_ROWS[row][0](work)
     else:
-        _set(work, (VALUE_ROWS if table == "value" else WARNING_ROWS)[row][0])
+        _set(work, {"value": VALUE_ROWS, "history": HISTORY_ROWS, "warning": WARNING_ROWS}[table][row][0])
     return work.spec
 
 
@@ -631,6 +675,7 @@ EVERY_BAD_INPUT = [
     *(("bomb", r) for r in BOMB_ROWS),
     *(("dataset", r) for r in DATASET_ROWS),
     *(("value", r) for r in VALUE_ROWS),
+    *(("history", r) for r in HISTORY_ROWS),
     *(("warning", r) for r in WARNING_ROWS),
 ]
 EXCEPTION_NAME = re.compile(r"\b[A-Z]\w*(Error|Exception|Warning)\b:|Traceback")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from radeonlab.errors import SpecError
-from radeonlab.jobs.spec import files, inputs, kinds, lf_args, needs, ranges, tokens
+from radeonlab.jobs.spec import files, inputs, kinds, lf_args, lf_key_history, needs, ranges, tokens
 from radeonlab.jobs.spec.load import Spec
 from radeonlab.jobs.spec.problems import ERROR, INFO, WARNING, Problem
 
@@ -125,6 +125,9 @@ def _check_key(spec: Spec, key: Any, value: Any, known: dict[str, Any], megatron
         if fix is None:
             fix = "remove it; " + " / ".join(f"{k!s} -> {v}" for k, v in fixes.items())
         return [Problem(file, line, f"`{key}: {_show(value)}`: {entry['why']}", ERROR, fix)]
+    history = lf_key_history.history_fix(str(key), value) if key not in known else None
+    if history is not None:
+        return [Problem(file, line, f"`{key}`: {history[0]}", ERROR, history[1])]
     if key not in known:
         close = difflib.get_close_matches(str(key), list(known), n=1, cutoff=DID_YOU_MEAN_CUTOFF)
         fix = f"did you mean `{close[0]}`?" if close else "remove it"
