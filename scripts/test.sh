@@ -2,7 +2,8 @@
 # Run radeonlab's tests on this machine (as root).
 #   ./scripts/test.sh          the whole suite (what CI runs): unit and fixture tests, and the end-to-end tests
 #                              on SIMULATED Radeon workstations (sandbox hosts)
-#   ./scripts/test.sh --fast   the lane to run before a commit: ruff and every test that needs no sandbox host
+#   ./scripts/test.sh --fast   the lane to run before a commit: ruff, mypy and every test that needs no sandbox
+#                              host
 # Other arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,9 @@ if [ "${1:-}" = "--fast" ]; then
 fi
 bash scripts/bootstrap.sh
 .venv/bin/ruff check .
+# The type checker ([tool.mypy] in pyproject.toml: every module, strict on contract/ and jobs/plan); its cache is
+# .mypy_cache (gitignored), so a second run reads only what changed.
+.venv/bin/mypy
 # The documentation site must build (mkdocs.yml: strict, so a broken link or nav entry fails); a scratch
 # output folder, never the checkout.
 site=$(mktemp -d)

@@ -5,6 +5,8 @@ stack, a verification that writes the host record (/etc/radeonlab/host.json) the
 an inventory with the groups slurm_controller / slurm_nodes, Slurm (roles/slurm).
 """
 
+from typing import Any
+
 from pyinfra import host, logger
 from pyinfra.api.exceptions import DeployError
 from pyinfra.operations import python
@@ -70,20 +72,21 @@ def provision(after_reboot: bool = False) -> None:
             host.noop("gpu_cpu_only: skipping ROCm, the GPU environment and the device check")
         else:
             install_rocm(gfx_targets=targets)
-            configure_gpu_env(gpus)
+            configure_gpu_env(gpus=gpus)
 
         # 3. The training user: GPU groups (device check only with a GPU), the Python stack (through the lab's
         # wheel cache when the inventory names one: its host downloads and serves before any host installs),
         # the record.
         grant_gpu_access(check_devices=not cpu_only)
-        sources = setup_wheel_cache()
+        # pyinfra's @deploy types a role's result as OperationMeta; its wrapper returns the function's value
+        sources: dict[str, Any] = setup_wheel_cache()  # type: ignore[assignment]  # pyinfra's typing (above)
         lock = lock_file(sources)
         if lock.exists():
             logger.info(f"{host.name}: installs the Python stack from the hash lock {lock}")
         else:
             logger.info(f"{host.name}: no hash lock for its Python stack yet: the first deploy writes {lock}")
         install_python_stack(sources=sources, gfx_targets=targets)
-        verify_host(gpus, cpu_only=cpu_only, device_targets=targets)
+        verify_host(gpus=gpus, cpu_only=cpu_only, device_targets=targets)
 
     # 4. Slurm, after every record is written (slurm.conf is made from them); nothing without its groups.
-    setup_slurm(gpus)
+    setup_slurm(gpus=gpus)

@@ -30,6 +30,6 @@ def reverify() -> None:
     # the training GPUs' targets, as deploy/setup.py computes them: AMD's torch needs their device packages
     targets = [] if cpu_only else host_training_targets(gpus)
     if not is_controller_only():
-        verify_host(gpus, cpu_only=cpu_only, recheck=True, device_targets=targets)
+        verify_host(gpus=gpus, cpu_only=cpu_only, recheck=True, device_targets=targets)
     # In a Slurm lab, on the controller: one munge key everywhere, one uid for the user, every node known.
     check_slurm()

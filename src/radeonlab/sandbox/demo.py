@@ -22,6 +22,7 @@ import sys
 import time
 from importlib import resources
 from pathlib import Path
+from typing import TypedDict
 
 from radeonlab.cli.views import sparkline
 from radeonlab.jobs.host import metrics
@@ -29,7 +30,20 @@ from radeonlab.sandbox import demodata, reap, tinymodel
 from radeonlab.sandbox.hosts import Sandbox
 from radeonlab.sandbox.provision import INVENTORY, provision_host, sandbox_env
 
-DEMO: dict[str, object] = {
+
+class DemoSettings(TypedDict):
+    """What one `radeonlab sandbox demo` run uses (DEMO below)."""
+
+    state_dir: Path
+    host: str
+    card: str
+    spec: Path
+    overrides: dict[str, object]
+    word: str
+    sparkline_width: int
+
+
+DEMO: DemoSettings = {
     "state_dir": Path(os.environ.get("RADEONLAB_DEMO_DIR", "/var/tmp/radeonlab-demo")),
     "host": "ws1",
     "card": "rx7900xtx",
@@ -46,7 +60,7 @@ DEMO: dict[str, object] = {
 
 def write_spec(work: Path, overrides: dict[str, object], name: str = "demo.yaml") -> Path:
     """A copy of demo.yaml in `work` with some top-level values replaced."""
-    text = Path(DEMO["spec"]).read_text()  # type: ignore[arg-type]
+    text = Path(DEMO["spec"]).read_text()
     for key, value in overrides.items():
         text, n = re.subn(rf"(?m)^{key}:.*$", f"{key}: {value}", text)
         if n != 1:
@@ -58,7 +72,7 @@ def write_spec(work: Path, overrides: dict[str, object], name: str = "demo.yaml"
 
 def write_job_folder(work: Path, overrides: dict[str, object] | None = None) -> Path:
     """The demo spec (demo.yaml with the overrides), its data and the tiny model, in `work`."""
-    spec = write_spec(work, DEMO["overrides"] if overrides is None else overrides)  # type: ignore[arg-type]
+    spec = write_spec(work, DEMO["overrides"] if overrides is None else overrides)
     data = demodata.write_dataset(work / "data")
     if not (work / "tiny-llama" / "model.safetensors").exists():
         tinymodel.build_model(work / "tiny-llama", data)
@@ -69,9 +83,8 @@ def loss_report(trainer_log: Path) -> tuple[str, list[metrics.LogPoint]]:
     points = [
         p for p in map(metrics.parse_line, trainer_log.read_text().splitlines()) if p and p.loss is not None
     ]
-    lines = [
-        f"loss per step ({len(points)} steps): {sparkline([p.loss for p in points], DEMO['sparkline_width'])}"
-    ]
+    losses = [p.loss for p in points if p.loss is not None]  # all of them (points have a loss): typed float
+    lines = [f"loss per step ({len(points)} steps): {sparkline(losses, DEMO['sparkline_width'])}"]
     every = max(1, len(points) // 10)
     lines += [f"  step {p.step:4d}  loss {p.loss:.4f}" for p in points[::every]]
     if points and points[-1] is not points[::every][-1]:

@@ -72,6 +72,7 @@ class _Counters:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     hub: Hub
+    server_address: tuple[str, int]  # an IPv4 socket's getsockname() (typeshed's also allows bytes hosts)
 
     def verify_request(self, request: Any, client_address: Any) -> bool:
         return not self.hub.down  # down: the connection is closed unanswered

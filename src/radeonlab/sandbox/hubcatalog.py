@@ -73,7 +73,10 @@ class HubFile:
         return self.sha256 or self.blob_id
 
     def open(self) -> BinaryIO:
-        return io.BytesIO(self.data) if self.data is not None else open(self.source, "rb")  # type: ignore[arg-type]  # noqa: SIM115
+        if self.data is not None:
+            return io.BytesIO(self.data)
+        assert self.source is not None, self.path  # make_file gives every file data or a source
+        return open(self.source, "rb")  # noqa: SIM115 - the caller closes it
 
 
 def make_file(path: str, *, source: Path | None = None, data: bytes | None = None) -> HubFile:

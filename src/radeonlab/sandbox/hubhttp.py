@@ -27,7 +27,7 @@ import socket
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from radeonlab.sandbox.hubcatalog import Commit, HubCatalog, HubFile, HubRepo
@@ -296,7 +296,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.connection.shutdown(socket.SHUT_RDWR)
 
 
-def byte_range(header: str | None, size: int) -> tuple[int, int] | str | None:
+def byte_range(header: str | None, size: int) -> tuple[int, int] | Literal["unsatisfiable"] | None:
     """HTTP Range "bytes=a-b" / "a-" / "-n" -> (first, last); None: whole file; "unsatisfiable": 416."""
     match = re.fullmatch(r"bytes=(\d*)-(\d*)", (header or "").strip())
     if match is None or match.groups() == ("", ""):

@@ -127,7 +127,8 @@ def build_model(out_dir: Path, data: Path, model_config: Mapping[str, object] = 
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
-    model = LlamaForCausalLM(config).to(torch.float32)
+    # transformers wraps to() in functools.wraps(torch.nn.Module.to): its type wants the model as argument 1
+    model = LlamaForCausalLM(config).to(torch.float32)  # type: ignore[arg-type]  # transformers' typing (above)
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)

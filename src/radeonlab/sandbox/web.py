@@ -17,9 +17,15 @@ import subprocess
 import sys
 import threading
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from socketserver import BaseRequestHandler
+from typing import TYPE_CHECKING, AnyStr, Generic
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRead, SupportsWrite
 
 from radeonlab.sandbox import config
 
@@ -37,8 +43,10 @@ class Served:
 class _CountingServer(ThreadingHTTPServer):
     """Counts bytes served per path (handler threads add to it under the lock)."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    server_address: tuple[str, int]  # an IPv4 socket's getsockname() (typeshed's also allows bytes hosts)
+
+    def __init__(self, server_address: tuple[str, int], handler: Callable[..., BaseRequestHandler]) -> None:
+        super().__init__(server_address, handler)
         self.counts: dict[str, Served] = {}
         self.counts_lock = threading.Lock()
 
@@ -49,7 +57,7 @@ class _QuietHandler(SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the stdlib's signature
         pass
 
-    def copyfile(self, source, outputfile) -> None:  # type: ignore[no-untyped-def] - the stdlib's signature
+    def copyfile(self, source: SupportsRead[AnyStr], outputfile: SupportsWrite[AnyStr]) -> None:
         counter = _ByteCounter(outputfile)
         try:
             super().copyfile(source, counter)
@@ -63,14 +71,14 @@ class _QuietHandler(SimpleHTTPRequestHandler):
                     entry.bytes += counter.count
 
 
-class _ByteCounter:
-    """A write-only file wrapper that counts what passes through."""
+class _ByteCounter(Generic[AnyStr]):
+    """A write-only file wrapper that counts what passes through (bytes: the handler's output is binary)."""
 
-    def __init__(self, out) -> None:  # type: ignore[no-untyped-def]
-        self._out = out
+    def __init__(self, out: SupportsWrite[AnyStr]) -> None:
+        self._out: SupportsWrite[AnyStr] = out
         self.count = 0
 
-    def write(self, data: bytes) -> int:
+    def write(self, data: AnyStr) -> int:
         self._out.write(data)
         self.count += len(data)
         return len(data)

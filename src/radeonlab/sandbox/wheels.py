@@ -131,7 +131,7 @@ def lock_inputs() -> dict[str, object]:
         "pytorch_version": standin_torch_version(),  # the stand-in's, not the product's default torch
         "torchaudio": TORCHAUDIO_REQUIREMENT,
         "llamafactory_version": DEFAULTS["llamafactory_version"],
-        "python_stack_requirements": list(DEFAULTS["python_stack_requirements"]),  # type: ignore[call-overload]
+        "python_stack_requirements": list(DEFAULTS["python_stack_requirements"]),
         "extras": extras_pins(),
         "target": [TARGET_PYTHON_VERSION, TARGET_ABI, TARGET_ARCH, list(TARGET_GLIBC)],
     }
@@ -139,7 +139,7 @@ def lock_inputs() -> dict[str, object]:
 
 def extras_pins() -> list[str]:
     """SANDBOX_EXTRAS at the role's pins (roles/python_stack/defaults.py python_stack_extras_versions)."""
-    return [f"{n}=={DEFAULTS['python_stack_extras_versions'][n]}" for n in SANDBOX_EXTRAS]  # type: ignore[index]
+    return [f"{n}=={DEFAULTS['python_stack_extras_versions'][n]}" for n in SANDBOX_EXTRAS]
 
 
 def inputs_digest() -> str:
@@ -188,7 +188,7 @@ def relock(path: Path = LOCK_FILE, fresh: bool = False) -> int:
     Keeps the current lock's versions as constraints unless `fresh`. Returns the bytes downloaded."""
     torch = local_torch_wheel()
     reqs = [f"torch=={standin_torch_version()}", TORCHAUDIO_REQUIREMENT]
-    reqs += list(DEFAULTS["python_stack_requirements"])  # type: ignore[call-overload]
+    reqs += list(DEFAULTS["python_stack_requirements"])
     reqs += extras_pins()  # resolved with the stack, as the role installs them (the stack's pins hold)
     with tempfile.TemporaryDirectory() as tmp:
         links, dest = Path(tmp, "links"), Path(tmp, "dest")
@@ -261,10 +261,10 @@ def fetch_locked(pins: list[Pin]) -> tuple[dict[str, Path], int]:
                 downloaded += _store(f)
     files = {}
     for p in pins:
-        f = _cached(p)
-        if f is None:
+        cached = _cached(p)
+        if cached is None:
             raise RuntimeError(f"{p.name}=={p.version} is not in the cache after download")
-        files[p.name] = f
+        files[p.name] = cached
     return files, downloaded
 
 
@@ -413,7 +413,7 @@ def install_stack(venv: Path, index_url: str, python: str = "python3.11") -> dic
     steps = {
         "venv": [python, "-m", "venv", str(venv)],
         "torch": [*pip, f"torch=={standin_torch_version()}", TORCHAUDIO_REQUIREMENT],
-        "requirements": [*pip, *DEFAULTS["python_stack_requirements"]],  # type: ignore[misc]
+        "requirements": [*pip, *DEFAULTS["python_stack_requirements"]],
         "llamafactory": [*pip, "--no-deps", f"llamafactory=={DEFAULTS['llamafactory_version']}"],
     }
     timings = {}

@@ -24,6 +24,7 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NotRequired, TypedDict
 
 from radeonlab.contract.jobdir import FILES
 from radeonlab.contract.jobid import new_job_id
@@ -201,7 +202,16 @@ def batch_script(sp: SlurmPlan) -> str:
     return slurm.sbatch_script(job)
 
 
-def slurm_info(sp: SlurmPlan) -> dict[str, object]:
+class SlurmInfo(TypedDict):
+    """job.json's `slurm` (JobRecord.slurm): written here, read by jobs/track/slurm.py and the launcher."""
+
+    controller: str
+    candidates: list[str]
+    nodes: dict[str, dict[str, str]]  # Slurm node name -> {"host": inventory name, "address": ...}
+    job_id: NotRequired[str]  # once sbatch answered
+
+
+def slurm_info(sp: SlurmPlan) -> SlurmInfo:
     """job.json `slurm` before sbatch answers: the controller, the candidate hosts, and each candidate's
     Slurm node name -> inventory host and address (a rank of a multi-node job names its peers by these,
     launcher.slurm_ranks)."""

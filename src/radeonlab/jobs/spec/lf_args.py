@@ -54,7 +54,7 @@ def pinned_versions() -> dict[str, str]:
     from radeonlab.roles.python_stack.defaults import DEFAULTS
 
     pins = {"llamafactory": str(DEFAULTS["llamafactory_version"]), "torch": str(DEFAULTS["pytorch_version"])}
-    for req in DEFAULTS["python_stack_requirements"]:  # type: ignore[union-attr]
+    for req in DEFAULTS["python_stack_requirements"]:
         name, _, version = str(req).partition("==")
         pins[name] = version
     return pins
@@ -76,7 +76,7 @@ def make_venv(path: Path | None = None) -> Path:
     # torch is a CUDA build of several GB). Its version does not matter: the keys are LLaMA-Factory's and
     # transformers' argument dataclasses, and the product's torch pin (pins["torch"]) is AMD's ROCm build.
     subprocess.run([*pip, "--no-index", "--only-binary=:all:", "torch"], check=True)
-    subprocess.run([*pip, *map(str, DEFAULTS["python_stack_requirements"])], check=True)  # type: ignore[arg-type]
+    subprocess.run([*pip, *map(str, DEFAULTS["python_stack_requirements"])], check=True)
     subprocess.run([*pip, "--no-deps", f"llamafactory=={pins['llamafactory']}"], check=True)
     return path
 

@@ -283,7 +283,7 @@ def fix_for(need: Need) -> str:
     """How to give the host what `need` asks for (or to do without it)."""
     from radeonlab.roles.python_stack.defaults import DEFAULTS
 
-    pinned = {normalize(n) for n in DEFAULTS.get("python_stack_extras_versions", {})}  # type: ignore[union-attr]
+    pinned = {normalize(n) for n in DEFAULTS.get("python_stack_extras_versions", {})}
     if need.fix:
         return need.fix
     if normalize(need.distribution) in pinned:
@@ -329,7 +329,7 @@ def base_stack() -> dict[str, str]:
     """What every provisioned host's venv has (roles/python_stack/defaults.py): normalized name -> version."""
     from radeonlab.roles.python_stack.defaults import DEFAULTS
 
-    reqs = [str(r).partition("==") for r in DEFAULTS["python_stack_requirements"]]  # type: ignore[union-attr]
+    reqs = [str(r).partition("==") for r in DEFAULTS["python_stack_requirements"]]
     have = {normalize(name): version for name, _, version in reqs}
     have["torch"] = str(DEFAULTS["pytorch_version"])
     have["llamafactory"] = str(DEFAULTS["llamafactory_version"])

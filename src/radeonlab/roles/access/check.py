@@ -8,12 +8,21 @@ training job started over SSH does not get them.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TypedDict
 
 RW_OWNER, RW_GROUP, RW_OTHER = 0o600, 0o060, 0o006
 
 
-def can_read_write(node: Mapping[str, object], user: str, groups: Iterable[str]) -> bool:
-    mode = int(node["mode"])  # type: ignore[arg-type]
+class DeviceNode(TypedDict):
+    """One device node as facts.DeviceNodes reads it: its permission bits, owner and group."""
+
+    mode: int
+    user: str
+    group: str
+
+
+def can_read_write(node: DeviceNode, user: str, groups: Iterable[str]) -> bool:
+    mode = int(node["mode"])
     if user == "root":
         return True
     if node["user"] == user:
@@ -24,7 +33,7 @@ def can_read_write(node: Mapping[str, object], user: str, groups: Iterable[str])
 
 
 def access_problems(
-    nodes: Mapping[str, Mapping[str, object]], user: str, groups: Iterable[str], expected: Iterable[str]
+    nodes: Mapping[str, DeviceNode], user: str, groups: Iterable[str], expected: Iterable[str]
 ) -> list[str]:
     """One line per device the user cannot read and write, each saying how to fix it."""
     groups = set(groups)

@@ -6,6 +6,8 @@ import shlex
 
 from pyinfra.api import FactBase
 
+from radeonlab.roles.access.check import DeviceNode
+
 
 class DeviceNodes(FactBase):
     """Owner, group and mode of device nodes.
@@ -21,8 +23,8 @@ class DeviceNodes(FactBase):
         # Patterns come from role data and are meant to be globbed, so they are not quoted.
         return f'for d in {" ".join(patterns)}; do [ -e "$d" ] && stat -c \'%n %a %U %G\' "$d"; done; true'
 
-    def process(self, output: list[str]) -> dict[str, dict[str, object]]:
-        nodes: dict[str, dict[str, object]] = {}
+    def process(self, output: list[str]) -> dict[str, DeviceNode]:
+        nodes: dict[str, DeviceNode] = {}
         for line in output:
             parts = line.split()
             if len(parts) == 4:

@@ -23,6 +23,7 @@ import shlex
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TypedDict
 
 from radeonlab.roles.gpu import cards
 
@@ -99,9 +100,21 @@ def pci_slot_from_location(location_id: int, domain: int = 0) -> str:
     return f"{domain:04x}:{location_id >> 8:02x}:{(location_id >> 3) & 0x1F:02x}.{location_id & 0x7:x}"
 
 
-def _amd_cards(cards_: dict[str, dict[str, str]]) -> dict[str, dict[str, object]]:
+class DrmCard(TypedDict, total=False):
+    """What `_amd_cards` reads of one DRM card (a KFD node without a card has none of it)."""
+
+    device: int | None
+    revision: int | None
+    vram_total: int | None
+    vram_used: int | None
+    gtt_total: int | None
+    pci_slot: str | None
+    render_minor: int | None
+
+
+def _amd_cards(cards_: dict[str, dict[str, str]]) -> dict[str, DrmCard]:
     """DRM cards of AMD's vendor id, with ids from the files or, where those are missing, from uevent."""
-    found: dict[str, dict[str, object]] = {}
+    found: dict[str, DrmCard] = {}
     for name, props in cards_.items():
         pci_vendor, _, pci_device = props.get("PCI_ID", "").partition(":")
         vendor = _int(props.get("vendor")) or _int("0x" + pci_vendor if pci_vendor else None)
@@ -119,7 +132,7 @@ def _amd_cards(cards_: dict[str, dict[str, str]]) -> dict[str, dict[str, object]
     return found
 
 
-def _match_card(node: dict[str, str], amd_cards: dict[str, dict[str, object]]) -> str | None:
+def _match_card(node: dict[str, str], amd_cards: dict[str, DrmCard]) -> str | None:
     """The DRM card of a KFD node: by PCI location, else by render minor."""
     location = _int(node.get("location_id"))
     if location:
@@ -148,7 +161,7 @@ def parse_dump(lines: Iterable[str], rocm_version: str = cards.FALLBACK_ROCM_VER
         if simd_count == 0 or target_version == 0:
             continue
         card_name = _match_card(node, amd_cards)
-        card = amd_cards.get(card_name, {}) if card_name else {}
+        card: DrmCard = amd_cards.get(card_name, {}) if card_name else {}
         gfx = cards.gfx_from_target_version(target_version)
         device_id = _int(node.get("device_id")) or card.get("device")
         revision = card.get("revision")
@@ -199,6 +212,6 @@ def read_sysfs(root: Path | str = "/", rocm_version: str = cards.FALLBACK_ROCM_V
     return parse_dump(result.stdout.splitlines(), rocm_version)
 
 
-def drm_cards(lines: Iterable[str]) -> dict[str, dict[str, object]]:
+def drm_cards(lines: Iterable[str]) -> dict[str, DrmCard]:
     """The AMD DRM cards in a `dump_command` output (ids, revision, VRAM, PCI slot, render minor)."""
     return _amd_cards(_sections(lines)[1])

@@ -12,8 +12,9 @@ wheels) reports itself to HIP as gfx1030, so that is the target extensions must 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from radeonlab.contract.records import GIB
 from radeonlab.roles.gpu.cards import (
@@ -145,7 +146,7 @@ def gpu_env(
 _GPU_FIELDS = {f.name for f in dataclasses.fields(Gpu)}
 
 
-def as_gpus(fact_value: Sequence[Gpu | dict]) -> list[Gpu]:
+def as_gpus(fact_value: Sequence[Gpu] | Sequence[Mapping[str, Any]]) -> list[Gpu]:
     """The RadeonGpus fact's dicts as cards.Gpu records (extra keys like uuid/runs_as dropped)."""
     return [
         g if isinstance(g, Gpu) else Gpu(**{k: v for k, v in g.items() if k in _GPU_FIELDS})

@@ -6,6 +6,7 @@ Every key can be overridden per host or group in the inventory, or with `pyinfra
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from radeonlab.roles import amd_releases
 
@@ -115,7 +116,8 @@ def wheel_targets(source: str) -> tuple[str, ...]:
     return AMD_DEVICE_TARGETS if source == "amd" else PYTORCH_ORG_TARGETS
 
 
-DEFAULTS: dict[str, object] = {
+# pyinfra data: one value type per key (strings, flags, lists), as every role's DEFAULTS
+DEFAULTS: dict[str, Any] = {
     # A CPU build of torch on a host with AMD GPUs fails the deploy's verification (it would train on the
     # CPU); true accepts it, for a host meant to train on its CPU (the SIMULATED sandbox workstations).
     "python_stack_allow_cpu_torch": False,

@@ -260,7 +260,8 @@ def coresdk_packages(data: Mapping[str, Any], gfx_targets: Iterable[str | None])
                 "(set rocm_coresdk_layout: multi-arch)"
             )
         template = str(data["rocm_coresdk_package_template"])
-        names = [template.format(version=version, family=f) for f in sorted(set(families.values()))]
+        present = sorted({f for f in families.values() if f})  # all of them: a missing one raised above
+        names = [template.format(version=version, family=f) for f in present]
     return names + list(data["rocm_coresdk_extra_packages"])
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import jinja2
 
 from radeonlab.contract.records import GIB
+from radeonlab.roles import InventoryData
 from radeonlab.roles.gpu import cards
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -105,7 +106,7 @@ def lab_of(groups: Mapping[str, Sequence[str]], data: Mapping[str, Any]) -> Lab 
     return Lab(controllers[0], tuple(nodes))
 
 
-def node_name(inventory_name: str, data: Mapping[str, Any]) -> str:
+def node_name(inventory_name: str, data: InventoryData) -> str:
     """Slurm's NodeName for a host: slurm_node_name, else the inventory name."""
     name = str(data.get("slurm_node_name") or inventory_name)
     if not NODE_NAME.match(name):
@@ -116,7 +117,7 @@ def node_name(inventory_name: str, data: Mapping[str, Any]) -> str:
     return name
 
 
-def address(inventory_name: str, data: Mapping[str, Any]) -> str:
+def address(inventory_name: str, data: InventoryData) -> str:
     """Where the other Slurm hosts reach this one: slurm_address, radeonlab_node_address, ssh_hostname."""
     return str(
         data.get("slurm_address")
@@ -238,7 +239,7 @@ class NodeSpec:
 
 def node_spec(
     name: str,
-    data: Mapping[str, Any],
+    data: InventoryData,
     record: Mapping[str, Any] | None,
     slurmd_c: str,
     min_vram_bytes: int,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import io
 import json
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,7 +25,7 @@ from radeonlab.roles.verify.facts import CHECK_SCRIPT, HostRecord, StackCheckSta
 
 # host name -> (record, report, checked_at), filled as the operation runs; read by the end-of-run table.
 # checked_at is None when the check ran in this run, else when the reused report was observed.
-RESULTS: dict[str, tuple[dict[str, Any], dict[str, Any] | None, str | None]] = {}
+RESULTS: dict[str, tuple[Mapping[str, Any], Mapping[str, Any] | None, str | None]] = {}
 
 
 @operation()

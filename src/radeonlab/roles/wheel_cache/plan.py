@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from radeonlab.roles import InventoryData
 from radeonlab.roles.python_stack import plan as stack_plan
 
 SIMPLE = "simple"  # PEP 503 pages, one folder per project
@@ -38,7 +39,7 @@ def cache_url(data: Mapping[str, Any], cache_name: str, cache_host_data: Mapping
     return f"http://{address}:{int(data['wheel_cache_port'])}/{SIMPLE}/"
 
 
-def bind_address(data: Mapping[str, Any], cache_name: str, cache_host_data: Mapping[str, Any]) -> str:
+def bind_address(data: Mapping[str, Any], cache_name: str, cache_host_data: InventoryData) -> str:
     """Where the server listens: wheel_cache_bind_address when set ("0.0.0.0" only when asked), else the
     lab address the inventory gives the cache host (wheel_cache_address, ssh_hostname, its name), as the
     machine running the deploy resolves it: the cache and its lock list are not offered on every interface.

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import os
 import posixpath
@@ -28,6 +29,7 @@ import threading
 import urllib.parse
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from typing import BinaryIO
 
 HASHES = ".lock-hashes.json"
 _memo: dict[str, tuple[tuple[int, int, int, int], str]] = {}
@@ -90,11 +92,11 @@ def check(directory: str, url_path: str) -> tuple[int, str] | None:
 
 
 class Handler(SimpleHTTPRequestHandler):
-    def list_directory(self, path):  # type: ignore[no-untyped-def]
+    def list_directory(self, path: str | os.PathLike[str]) -> io.BytesIO | None:
         self.send_error(404, "no listings")  # a folder without index.html: never listed
         return None
 
-    def send_head(self):  # type: ignore[no-untyped-def]
+    def send_head(self) -> io.BytesIO | BinaryIO | None:
         refused = check(self.directory, self.path)
         if refused is None:
             return super().send_head()

@@ -6,7 +6,7 @@ import warnings
 from rocm_sdk._dist_info import SELECTED_BY, SELECTED_TARGET, VERSION  # noqa: F401 - the module's API
 
 __version__ = VERSION
-PRELOADED = []  # what initialize_process was asked to preload (SIMULATED: nothing is loaded)
+PRELOADED: list[str] = []  # what initialize_process was asked to preload (SIMULATED: nothing is loaded)
 
 
 def installed_targets():
