@@ -323,6 +323,14 @@ def test_chat_args_with_and_without_the_adapter() -> None:
     assert "adapter_name_or_path" not in base and "finetuning_type" not in base
 
 
+def test_chat_temperature_zero_is_greedy_and_none_keeps_llamafactorys_sampling() -> None:
+    from radeonlab.jobs.host.chat import sampling
+
+    assert sampling(None, 8) == {"max_new_tokens": 8}  # LLaMA-Factory's own defaults: do_sample, 0.95
+    assert sampling(0, 8) == {"max_new_tokens": 8, "do_sample": False}
+    assert sampling(0.7, None) == {"max_new_tokens": None, "do_sample": True, "temperature": 0.7}
+
+
 class SocketChannel:
     """The parts of a paramiko Channel the relay uses, over a socket pair (the other end plays the host)."""
 

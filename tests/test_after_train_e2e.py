@@ -226,7 +226,7 @@ def tmux(*args: str) -> str:
 def test_interactive_chat_through_tmux_answers_two_turns_and_ends_on_ctrl_d(lab: Lab, trained: str) -> None:
     session = f"after13-chat-{os.getpid()}"
     env = [arg for k, v in lab.env.items() for arg in ("-e", f"{k}={v}")]
-    chat = shlex.join([EXE, "chat", trained, "-i", INVENTORY, "--max-new-tokens", "8"])
+    chat = shlex.join([EXE, "chat", trained, "-i", INVENTORY, "--max-new-tokens", "8", "--temperature", "0"])
     command = f'{chat}; echo "chat exited $?"'  # the status on screen (tmux's own record of it can lag)
     tmux("new-session", "-d", "-s", session, "-x", "160", "-y", "50", *env, command)
     try:

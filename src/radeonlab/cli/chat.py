@@ -13,6 +13,11 @@ from radeonlab.cli.options import JOB_HELP, echo_json, inventory_path, job_optio
 @click.option("--max-new-tokens", type=click.IntRange(min=1), help="longest answer (--prompt: 128)")
 @click.option("--compare-base", is_flag=True, help="also answer with the base model alone, side by side")
 @click.option("--checkpoint", type=click.IntRange(min=1), help="the adapter of output/checkpoint-N instead")
+@click.option(
+    "--temperature",
+    type=click.FloatRange(min=0),
+    help="interactive: sampling temperature (LLaMA-Factory's default: 0.95; 0: greedy, the same answers)",
+)
 @json_option
 def command(
     job_ref: str,
@@ -22,6 +27,7 @@ def command(
     max_new_tokens: int | None,
     compare_base: bool,
     checkpoint: int | None,
+    temperature: float | None,
     as_json: bool,
 ) -> None:
     """Chat with JOB's adapter on the job's host (LLaMA-Factory's chat model in the training venv, the
@@ -34,11 +40,17 @@ def command(
 
     if prompt is None and as_json:
         raise InputError("--json needs --prompt (an interactive chat prints no JSON)")
+    if prompt is not None and temperature is not None:
+        raise InputError("--temperature is for the interactive chat (--prompt always decodes greedily)")
     with JobHandle.open(job_ref, inventory_path(inventory), host) as handle:
         if prompt is None:
             raise SystemExit(
                 interactive(
-                    handle, max_new_tokens=max_new_tokens, compare_base=compare_base, checkpoint=checkpoint
+                    handle,
+                    max_new_tokens=max_new_tokens,
+                    compare_base=compare_base,
+                    checkpoint=checkpoint,
+                    temperature=temperature,
                 )
             )
         text = prompt.replace("\\n", "\n")  # a shell argument cannot easily hold a newline

@@ -116,6 +116,16 @@ def loop(model: Any, base: Any | None) -> None:
             base_turns.append({"role": "assistant", "content": stream(base, base_turns, "Base model")})
 
 
+def sampling(temperature: float | None, max_new_tokens: int | None) -> dict[str, Any]:
+    """LLaMA-Factory's generating arguments: its defaults (sampling) unless a temperature is given; 0 is
+    greedy decoding (transformers refuses to sample at a temperature of 0)."""
+    if temperature is None:
+        return {"max_new_tokens": max_new_tokens}
+    if temperature == 0:
+        return {"max_new_tokens": max_new_tokens, "do_sample": False}
+    return {"max_new_tokens": max_new_tokens, "do_sample": True, "temperature": temperature}
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         return run(argv)
@@ -130,6 +140,7 @@ def run(argv: list[str] | None = None) -> int:
     parser.add_argument("--adapter", default=None, help="default: the job's output/")
     parser.add_argument("--max-new-tokens", type=int, default=None)
     parser.add_argument("--compare-base", action="store_true")
+    parser.add_argument("--temperature", type=float, default=None, help="0: greedy decoding")
     args = parser.parse_args(argv)
     os.environ.update(job_env(args.job_dir))
 
@@ -139,8 +150,9 @@ def run(argv: list[str] | None = None) -> int:
     adapter = args.adapter or os.path.join(args.job_dir, FILES["output"])
     from llamafactory.chat import ChatModel
 
-    model = ChatModel(chat_args(cfg, adapter, max_new_tokens=args.max_new_tokens))
-    base = ChatModel(chat_args(cfg, None, max_new_tokens=args.max_new_tokens)) if args.compare_base else None
+    generation = sampling(args.temperature, args.max_new_tokens)
+    model = ChatModel(chat_args(cfg, adapter, **generation))
+    base = ChatModel(chat_args(cfg, None, **generation)) if args.compare_base else None
     job = read_json(os.path.join(args.job_dir, FILES["job"])).get("id") or os.path.basename(args.job_dir)
     compare = "; each answer then from the base model alone" if base else ""
     print(BANNER.format(job=job, model=cfg.get("model_name_or_path"), compare=compare), flush=True)

@@ -103,6 +103,7 @@ def interactive(
     max_new_tokens: int | None = None,
     compare_base: bool = False,
     checkpoint: int | None = None,
+    temperature: float | None = None,
     stdin_fd: int = 0,
     stdout_fd: int = 1,
 ) -> int:
@@ -114,6 +115,8 @@ def interactive(
         args += ["--max-new-tokens", str(max_new_tokens)]
     if compare_base:
         args.append("--compare-base")
+    if temperature is not None:
+        args += ["--temperature", str(temperature)]
     chan = handle.remote.open_pty("chat", args, python=venv_python(handle))
 
     def resize(*_: object) -> None:
