@@ -203,11 +203,10 @@ def sdk_family(gfx: str) -> str | None:
 
 
 def _family_packages() -> dict[str, tuple[str, ...]]:
-    out: dict[str, list[str]] = {}
-    for gfx in TARGETS:
-        if (family := sdk_family(gfx)) is not None:
-            out.setdefault(family, []).append(gfx)
-    return {f: tuple(members) for f, members in out.items()}
+    """Family -> its targets; sub-family packages first, then the per-target ones (the order the sandbox's
+    SIMULATED repository is built in, so its cached packages stay the same)."""
+    order = (*SDK_FAMILY_BY_SUB_FAMILY.values(), *SDK_FAMILY_PER_TARGET)
+    return {f: tuple(g for g in TARGETS if sdk_family(g) == f) for f in order}
 
 
 # The derived sets the roles use.
