@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from radeonlab.roles import amd_releases
+from radeonlab.roles.gpu import table
 from radeonlab.roles.python_stack import defaults as stack
 from radeonlab.roles.rocm import matrix, repos
 from radeonlab.roles.rocm.defaults import DEFAULTS, SUPPORTED_DISTROS
@@ -43,7 +44,7 @@ class Product:
     newest_production: str = amd_releases.NEWEST_PRODUCTION
     default: str = amd_releases.DEFAULT_RELEASE
     wheels: tuple[tuple[str, stack.AmdWheels], ...] = tuple(stack.AMD_WHEELS.items())
-    device_targets: tuple[str, ...] = stack.AMD_DEVICE_TARGETS
+    device_targets: tuple[str, ...] = table.AMD_DEVICE_TARGETS
     matrix: tuple[tuple[str, tuple[matrix.Listed, ...]], ...] = tuple(matrix.MATRIX.items())
 
 

@@ -4,17 +4,16 @@ Nothing here reads the machine. `radeonlab.roles.gpu.sysfs` turns sysfs text int
 functions;
 the ROCm and training roles ask them which override, wheel family or training device a card needs.
 
-Sources (see docs/notes/rocm-facts.md for the field notes they come from):
-- gfx names: LLVM AMDGPUUsage processor names; KFD `gfx_target_version` = major*10000 + minor*100 + stepping.
-- marketing names: libdrm `data/amdgpu.ids` (the table rocminfo's "Marketing Name" comes from), read from
-  github X11Libre/mirror.fdo.drm @06675b4fbede3c8547cf9de09444424672d06066 (a mirror of freedesktop mesa/drm).
-- iGPU targets and Core SDK families: ROCm/TheRock cmake/therock_amdgpu_targets.cmake (FAMILY igpu-all, ...).
+The facts themselves are rows of roles/gpu/table.py (one per gfx target, with their sources). KFD
+`gfx_target_version` = major*10000 + minor*100 + stepping (LLVM AMDGPUUsage processor names).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
+
+from radeonlab.roles.gpu import table
 
 # Used until roles/rocm/defaults.py (the ROCm role, DEFAULTS["rocm_version"]) exists: the newest release of
 # the legacy repo.radeon.com stream that PyTorch builds wheels for (torch 2.11-2.13 -> 7.2,
@@ -26,149 +25,15 @@ AMD_VENDOR_ID = 0x1002
 # ROCm Core SDK ("TheRock", repo.amd.com) starts here; earlier versions are the legacy repo.radeon.com stream.
 CORE_SDK_FIRST_VERSION = "7.12"
 
-# Legacy stream: the first ROCm release whose packages carry code for the gfx target itself (no override).
-# gfx1030: earliest release checked is 5.6 (rocminfo fixture rx6800xt_gfx1030..._rocm5.6.0 runs it natively);
-# gfx1100: "native since ROCm 5.7/6.x"; gfx1101: "native in ROCm 7 lists"; gfx1200/gfx1201: "native since
-# 6.4.1"; gfx1150/gfx1151: "native on recent ROCm, forcing 11.5.1 hurts on 7.2+" (all
-# docs/notes/rocm-facts.md, Cards).
-# Targets missing here (gfx1031, gfx1102, gfx1103, ...) are native in no legacy release.
-LEGACY_NATIVE_SINCE: dict[str, str] = {
-    "gfx1030": "5.6",
-    "gfx1100": "5.7",
-    "gfx1101": "7.0",
-    "gfx1150": "7.2",
-    "gfx1151": "7.2",
-    "gfx1200": "6.4.1",
-    "gfx1201": "6.4.1",
-}
-
-# Core SDK meta packages `amdrocm<ver>-<family>` and the gfx targets each one carries natively. The families
-# are from docs/notes/rocm-facts.md; the members are the cards the facts name for each package (gfx110x: RX
-# 7900/7800/7700/7600 and W7900/W7800/W7700 = gfx1100-1102; gfx103x: W6800, V620 = gfx1030). TheRock can
-# build more (gfx1031, gfx1103, ...), but the shipped package lists were not confirmed to, so those keep
-# their override.
-CORE_SDK_FAMILIES: dict[str, tuple[str, ...]] = {
-    "gfx103x": ("gfx1030",),
-    "gfx110x": ("gfx1100", "gfx1101", "gfx1102"),
-    "gfx120x": ("gfx1200", "gfx1201"),
-    "gfx1150": ("gfx1150",),
-    "gfx1151": ("gfx1151",),
-}
-
-# gfx prefix -> architecture family; first match wins, so exact names come before their prefixes.
-ARCH_BY_GFX_PREFIX: tuple[tuple[str, str], ...] = (
-    ("gfx908", "CDNA1"),
-    ("gfx90a", "CDNA2"),
-    ("gfx940", "CDNA3"),
-    ("gfx941", "CDNA3"),
-    ("gfx942", "CDNA3"),
-    ("gfx950", "CDNA4"),
-    ("gfx90", "GCN5 (Vega)"),
-    ("gfx80", "GCN3/4"),
-    ("gfx101", "RDNA1"),
-    ("gfx103", "RDNA2"),
-    ("gfx110", "RDNA3"),
-    ("gfx115", "RDNA3.5"),
-    ("gfx120", "RDNA4"),
-)
-
-# Hardware bf16 (WMMA / matrix cores). RDNA2 has none: train in fp16 there (docs/notes/rocm-facts.md, Cards).
-BF16_ARCHS = frozenset({"RDNA3", "RDNA3.5", "RDNA4", "CDNA1", "CDNA2", "CDNA3", "CDNA4"})
-
-# HSA_OVERRIDE_GFX_VERSION: the one native target of the same architecture family that a non-native card may
-# borrow code from. Only same-major targets: ROCr refuses cross-major overrides (ROCm/rocm-systems #5686) and
-# they crash or hang (gfx1201). RDNA1 and RDNA4 have no entry: there is nothing safe to borrow.
-OVERRIDE_REFERENCE: dict[str, str] = {
-    "RDNA2": "gfx1030",
-    "RDNA3": "gfx1100",
-    "RDNA3.5": "gfx1100",
-}
-
-# Targets that exist only as integrated GPUs (TheRock FAMILY igpu-all; LLVM AMDGPUUsage "APU" for gfx90c,
-# gfx902, gfx909, gfx1037). Modern KFD gives an APU's GPU its own node with cpu_cores_count 0 (LACT phoenix/
-# strixpoint/vangogh captures), so the KFD node alone does not say "integrated".
-APU_GFX = frozenset(
-    {"gfx902", "gfx909", "gfx90c", "gfx1033", "gfx1035", "gfx1036", "gfx1037"}
-    | {"gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153"}
-)
-
-# (PCI device id, revision) -> marketing name, copied from libdrm amdgpu.ids (mirror commit above) for the
-# Radeon cards and APUs radeonlab expects. One device id can cover several cards: only the revision tells them
-# apart (744C: C8 = 7900 XTX, CC = 7900 XT, CE = 7900 GRE; the W7900 is 7448, the W7800 745E).
-CARD_NAMES: dict[tuple[int, int], str] = {
-    (0x73A3, 0x00): "AMD Radeon Pro W6800",
-    (0x73A5, 0xC0): "AMD Radeon RX 6950 XT",
-    (0x73BF, 0xC0): "AMD Radeon RX 6900 XT",
-    (0x73BF, 0xC1): "AMD Radeon RX 6800 XT",
-    (0x73BF, 0xC3): "AMD Radeon RX 6800",
-    (0x73DF, 0xC0): "AMD Radeon RX 6750 XT",
-    (0x73DF, 0xC1): "AMD Radeon RX 6700 XT",
-    (0x73DF, 0xC5): "AMD Radeon RX 6700 XT",
-    (0x73DF, 0xDF): "AMD Radeon RX 6700",
-    (0x73DF, 0xFF): "AMD Radeon RX 6700",
-    (0x73EF, 0xC1): "AMD Radeon RX 6650 XT",
-    (0x73FF, 0xC1): "AMD Radeon RX 6600 XT",
-    (0x73FF, 0xC7): "AMD Radeon RX 6600",
-    (0x7448, 0x00): "AMD Radeon Pro W7900",
-    (0x7449, 0x00): "AMD Radeon Pro W7800 48GB",
-    (0x744C, 0xC8): "AMD Radeon RX 7900 XTX",
-    (0x744C, 0xCC): "AMD Radeon RX 7900 XT",
-    (0x744C, 0xCE): "AMD Radeon RX 7900 GRE",
-    (0x745E, 0xCC): "AMD Radeon Pro W7800",
-    (0x7470, 0x00): "AMD Radeon Pro W7700",
-    (0x747E, 0xC8): "AMD Radeon RX 7800 XT",
-    (0x747E, 0xDB): "AMD Radeon RX 7700",
-    (0x747E, 0xFF): "AMD Radeon RX 7700 XT",
-    (0x7480, 0x00): "AMD Radeon Pro W7600",
-    (0x7480, 0xC0): "AMD Radeon RX 7600 XT",
-    (0x7480, 0xCF): "AMD Radeon RX 7600",
-    (0x7550, 0xC0): "AMD Radeon RX 9070 XT",
-    (0x7550, 0xC2): "AMD Radeon RX 9070 GRE",
-    (0x7550, 0xC3): "AMD Radeon RX 9070",
-    (0x7551, 0xC0): "AMD Radeon AI PRO R9700",
-    (0x7590, 0xC0): "AMD Radeon RX 9060 XT",
-    (0x7590, 0xC7): "AMD Radeon RX 9060",
-    (0x150E, 0xC1): "AMD Radeon 890M Graphics",
-    (0x150E, 0xC4): "AMD Radeon 880M Graphics",
-    (0x1586, 0xC1): "AMD Radeon 8060S Graphics",
-    (0x1586, 0xC2): "AMD Radeon 8050S Graphics",
-    (0x15BF, 0xC1): "AMD Radeon 780M Graphics",
-    (0x15BF, 0xDD): "AMD Radeon 780M Graphics",
-    (0x1681, 0xC8): "AMD Radeon 680M",
-    (0x67DF, 0xE7): "AMD Radeon RX 580 Series",
-    (0x687F, 0xC3): "AMD Radeon RX Vega",
-}
-
-# PCI device id -> chip and the cards it may be, for when the revision is unknown or not in CARD_NAMES
-# (chips from pci.ids as printed by lspci in the recorded captures (tests/fixtures/SOURCES.md), cards from
-# amdgpu.ids).
-CHIP_NAMES: dict[int, str] = {
-    0x73A5: "Navi 21 (RX 6950 XT)",
-    0x73BF: "Navi 21 (RX 6900 XT / 6800 XT / 6800)",
-    0x73DF: "Navi 22 (RX 6750 XT / 6700 XT / 6700)",
-    0x73EF: "Navi 23 (RX 6650 XT)",
-    0x73FF: "Navi 23 (RX 6600 XT / 6600)",
-    0x7448: "Navi 31 (Radeon Pro W7900)",
-    0x744C: "Navi 31 (RX 7900 XTX / XT / GRE)",
-    0x745E: "Navi 31 (Radeon Pro W7800)",
-    0x747E: "Navi 32 (RX 7800 XT / 7700 XT / 7700)",
-    0x7480: "Navi 33 (RX 7600 XT / 7600, Pro W7600)",
-    0x7550: "Navi 48 (RX 9070 XT / 9070 / 9070 GRE)",
-    0x7551: "Navi 48 (Radeon AI PRO R9700)",
-    0x7590: "Navi 44 (RX 9060 XT / 9060)",
-    0x13C0: "Granite Ridge (Radeon Graphics)",
-    0x150E: "Strix Point (Radeon 890M / 880M)",
-    0x1586: "Strix Halo (Radeon 8060S / 8050S / 8040S)",
-    0x15BF: "Phoenix (Radeon 780M / 760M / 740M)",
-    0x163F: "Van Gogh (Steam Deck APU)",
-    0x164E: "Raphael (Radeon Graphics)",
-    0x1681: "Rembrandt (Radeon 680M / 660M)",
-    0x1900: "Phoenix / Hawk Point (Radeon 780M / 760M)",
-    0x6860: "Vega 10 (Instinct MI25 / Pro V340)",
-    0x67DF: "Polaris 10/20 (RX 580 / 570 / 480 / 470)",
-    0x687F: "Vega 10 (RX Vega 56 / 64)",
-    0x740F: "Aldebaran (Instinct MI210)",
-}
+# The GPU facts are one table keyed by gfx target (roles/gpu/table.py, with their sources); these names are
+# the sets the functions below use, derived from it.
+LEGACY_NATIVE_SINCE = table.LEGACY_NATIVE_SINCE  # first legacy release native for a target
+CORE_SDK_FAMILIES = table.FAMILY_PACKAGES  # Core SDK family package -> the targets it carries natively
+BF16_ARCHS = table.BF16_ARCHS
+OVERRIDE_REFERENCE = table.OVERRIDE_REFERENCE  # architecture -> the native target an override borrows
+APU_GFX = table.APU_GFX
+CARD_NAMES = table.CARD_NAMES  # (PCI device id, revision) -> marketing name
+CHIP_NAMES = table.CHIP_NAMES  # PCI device id -> chip and the cards it may be (revision unknown)
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
@@ -216,12 +81,8 @@ def gfx_from_hsa_version(version: str) -> str:
 
 
 def arch_family(gfx: str | None) -> str:
-    """gfx1100 -> "RDNA3", gfx1151 -> "RDNA3.5", gfx90a -> "CDNA2"; "unknown" otherwise."""
-    if gfx:
-        for prefix, arch in ARCH_BY_GFX_PREFIX:
-            if gfx.startswith(prefix):
-                return arch
-    return "unknown"
+    """gfx1100 -> "RDNA3", gfx1151 -> "RDNA3.5", gfx90a -> "CDNA2"; "unknown" otherwise (table.arch_name)."""
+    return table.arch_name(gfx)
 
 
 def has_bf16(gfx: str | None) -> bool:

@@ -24,7 +24,7 @@ from radeonlab.roles.gpu import cards
 
 DISPLAY_BASE_CLASS = 0x03
 
-# PCI device ids of CHIP_NAMES (cards.py: pci.ids chips, libdrm amdgpu.ids names) that are integrated GPUs of
+# PCI device ids of CHIP_NAMES (table.py: pci.ids chips, libdrm amdgpu.ids names) that are integrated GPUs of
 # Ryzen APUs: AMD's install path differs for them (OEM kernel on Ubuntu 24.04, the inbox driver).
 APU_DEVICE_IDS = frozenset({0x13C0, 0x150E, 0x1586, 0x15BF, 0x163F, 0x164E, 0x1681, 0x1900})
 

@@ -25,12 +25,12 @@ from radeonlab.roles.gpu.cards import (
     override_for_wheel,
     rocm_arch_list,
 )
-from radeonlab.roles.python_stack.defaults import wheel_targets
+from radeonlab.roles.gpu.table import AOTRITON_ARCHS, wheel_targets
 
 # Attention on Radeon falls back to the slow, memory-hungry math path unless AOTriton's experimental
 # Navi kernels are on (unslothai/unsloth#8821: gfx1200, N=4096, math 486 ms / 8.55 GiB vs flash 41 ms /
-# 0.52 GiB; docs/notes/rocm-facts.md). Architectures the variable applies to:
-AOTRITON_ARCHS = frozenset({"RDNA3", "RDNA3.5", "RDNA4"})
+# 0.52 GiB; docs/notes/rocm-facts.md). The architectures the variable applies to: AOTRITON_ARCHS, from the
+# one GPU table (roles/gpu/table.py).
 AOTRITON_VARIABLE = "TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL"
 SOURCE_NAMES = {"amd": "AMD's multi-arch wheels", "pytorch": "download.pytorch.org's ROCm wheels"}
 

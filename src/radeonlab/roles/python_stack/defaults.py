@@ -58,16 +58,7 @@ def _amd_wheels() -> dict[str, AmdWheels]:
 
 AMD_WHEELS: dict[str, AmdWheels] = _amd_wheels()
 
-# The exact gfx targets AMD's multi-arch index has a `device-<gfx>` extra for (TheRock RELEASES.md
-# @89553ce3, "Supported Python [device-*] install extras"). gfx1031-1036 and gfx1103 are there: with AMD's
-# wheels those cards run their own code, no HSA_OVERRIDE_GFX_VERSION.
-AMD_DEVICE_TARGETS: tuple[str, ...] = (
-    "gfx900", "gfx906", "gfx908", "gfx90a", "gfx942", "gfx950",
-    "gfx1010", "gfx1011", "gfx1012",
-    "gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036",
-    "gfx1100", "gfx1101", "gfx1102", "gfx1103",
-    "gfx1150", "gfx1151", "gfx1152", "gfx1153", "gfx1200", "gfx1201",
-)  # fmt: skip
+# Which gfx targets AMD's index has a `device-<gfx>` extra for: roles/gpu/table.py (AMD_DEVICE_TARGETS).
 
 # AMD's package graph on its aggregate index (TheRock RELEASES.md; docs/packaging/python_packaging.md
 # @0ec252477e04), T a gfx target: what a requirement pulls in. torch[device-T] pulls amd-torch-device-T
@@ -93,14 +84,6 @@ def device_packages(gfx: str) -> list[str]:
     return out
 
 
-# The targets download.pytorch.org's ROCm wheels carry code for, by ROCm series. rocm7.2: gfx1030,
-# gfx1100-1102, gfx1200/1201 among Radeon targets (comment in unslothai/unsloth docker/Dockerfile.rocm, as
-# cited in rocm-facts.md; plus the Instinct targets every ROCm build carries). Other series: assumed the same.
-PYTORCH_ORG_TARGETS: tuple[str, ...] = (
-    "gfx900", "gfx906", "gfx908", "gfx90a", "gfx942", "gfx950",
-    "gfx1030", "gfx1100", "gfx1101", "gfx1102", "gfx1200", "gfx1201",
-)  # fmt: skip
-
 TORCH_SOURCES = ("amd", "pytorch")
 
 
@@ -109,11 +92,6 @@ def torch_pairing(source: str) -> dict[str, str | tuple[str, ...]]:
     if source == "amd":
         return {".".join(w.torch.split(".")[:2]): w.rocm for w in AMD_WHEELS.values()}
     return dict(PYTORCH_ROCM_PAIRING)
-
-
-def wheel_targets(source: str) -> tuple[str, ...]:
-    """The exact gfx targets the chosen wheel source carries code for."""
-    return AMD_DEVICE_TARGETS if source == "amd" else PYTORCH_ORG_TARGETS
 
 
 # pyinfra data: one value type per key (strings, flags, lists), as every role's DEFAULTS

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from radeonlab.roles.gpu.cards import version_tuple
+from radeonlab.roles.gpu.table import AMD_DEVICE_TARGETS
 from radeonlab.roles.python_stack.defaults import (
-    AMD_DEVICE_TARGETS,
     AMD_WHEELS,
     PYTORCH_ROCM_PAIRING,
     AmdWheels,

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from radeonlab.roles import amd_releases
 from radeonlab.roles.amd_releases import Release
+from radeonlab.roles.gpu import table
 
 # The releases, their streams, repositories and torch sets are ONE table: roles/amd_releases.py. Below: what
 # this role needs of it, and the distribution/package-layout facts of AMD's install selectors.
@@ -55,25 +56,11 @@ CORE_SDK_DISTROS: dict[str, str] = {
 # (the legacy stream ended before it); Debian borrows the Ubuntu suites (roles/rocm/defaults.py).
 LEGACY_SUITES: dict[str, str] = {"jammy": "jammy", "noble": "noble", "bookworm": "jammy", "trixie": "noble"}
 
-# Exact gfx targets with a per-target meta package `amdrocm<ver>-<gfx>` in the multi-arch layout: the
-# selector's list for 10.0 [S1]. 7.14's list was not found whole; it is taken to be the same (an example
-# seen for 7.14: amdrocm-core-sdk7.14-gfx1151 [S2-era Dockerfiles]).
-MULTI_ARCH_TARGETS: tuple[str, ...] = (
-    "gfx908", "gfx90a", "gfx942", "gfx950",
-    "gfx1030", "gfx1100", "gfx1101", "gfx1102", "gfx1103",
-    "gfx1150", "gfx1151", "gfx1152", "gfx1153", "gfx1200", "gfx1201",
-)  # fmt: skip
-
-# Per-family layout: meta package families `amdrocm<ver>-<family>` (docs/notes/rocm-facts.md, the 7.13
-# install docs).
-FAMILY_PACKAGES: dict[str, tuple[str, ...]] = {
-    "gfx103x": ("gfx1030", "gfx1031", "gfx1032", "gfx1034", "gfx1035", "gfx1036"),
-    "gfx110x": ("gfx1100", "gfx1101", "gfx1102", "gfx1103"),
-    "gfx120x": ("gfx1200", "gfx1201"),
-    "gfx1150": ("gfx1150",),
-    "gfx1151": ("gfx1151",),
-    "gfx1152": ("gfx1152",),
-}
+# Exact gfx targets with a per-target meta package `amdrocm<ver>-<gfx>` in the multi-arch layout ([S1]), and
+# the per-family layout's meta packages `amdrocm<ver>-<family>` with the targets each carries: both derived
+# from the one GPU table (roles/gpu/table.py, where the rows and their sources are).
+MULTI_ARCH_TARGETS: tuple[str, ...] = table.MULTI_ARCH_TARGETS
+FAMILY_PACKAGES: dict[str, tuple[str, ...]] = table.FAMILY_PACKAGES
 
 LAYOUTS = ("multi-arch", "family")
 
