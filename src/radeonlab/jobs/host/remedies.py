@@ -34,7 +34,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from radeonlab.contract.records import REMEDY_NOTE
 from radeonlab.contract.records import Attempt as AttemptRecord
 from radeonlab.jobs.host.health import Diagnosis, Kind
 
@@ -58,7 +57,6 @@ SETTINGS: dict[str, Any] = {
 ENV_PREFIX = "env:"
 CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 CHECKPOINT_DONE_FILE = "trainer_state.json"  # written near the end of HF's _save_checkpoint
-NOTE_PREFIX = REMEDY_NOTE  # what _plan writes at the start of a remedy attempt's note
 
 
 def value(config: Mapping[str, Any], key: str) -> Any:
@@ -233,6 +231,8 @@ class Attempt:
             env=env_changes(self.overrides),
             resume_from_checkpoint=self.resume_from_checkpoint,
             note=self.note,
+            ladder=self.ladder,
+            step=self.step,
         )
 
 
@@ -255,13 +255,8 @@ def effective_config(config: Mapping[str, Any], history: Sequence[AttemptRecord]
 
 
 def tried_steps(history: Sequence[AttemptRecord]) -> list[tuple[str, str]]:
-    """(ladder, step) of each remedy attempt in job.json, read from the note prefix next_attempt writes."""
-    out = []
-    for attempt in history:
-        m = NOTE_PREFIX.match(attempt.note or "")
-        if m:
-            out.append((m["ladder"], m["step"]))
-    return out
+    """(ladder, step) of each remedy attempt in job.json (AttemptRecord.remedy())."""
+    return [r for r in (a.remedy() for a in history) if r is not None]
 
 
 def unknown_steps(remedies: Mapping[str, Remedy]) -> list[str]:
@@ -366,7 +361,7 @@ def _give_up(
     steps: Sequence[str] = (),
 ) -> GiveUp:
     lines = [f"gave up: {reason}", f"diagnosis: {diagnosis.summary()}", f"advice: {diagnosis.advice}"]
-    tried = [f"  attempt {a.n}: {a.note}" for a in history if NOTE_PREFIX.match(a.note or "")]
+    tried = [f"  attempt {a.n}: {a.note}" for a in history if a.remedy()]
     lines += ["remedies tried:", *tried] if tried else ["remedies tried: none"]
     keys = sorted({k for name in steps if name in STEPS for k in STEPS[name].keys})
     if keys:
