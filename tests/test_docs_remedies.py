@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
-from radeonlab.jobs.host.remedies import KILLED_FIRST, LADDER_OF, LADDERS, STEPS
+from radeonlab.jobs.host import health
+from radeonlab.jobs.host.remedies import ENV_PREFIX, KILLED_FIRST, LADDER_OF, LADDERS, STEPS
 from radeonlab.jobs.spec.block import REMEDY_NAMES
 
 PAGE = Path(__file__).resolve().parent.parent / "docs/guide/remedies.md"
@@ -47,3 +49,13 @@ def test_the_block_reference_example_names_real_ladders_and_steps() -> None:
     remedies = yaml.safe_load(line.split("#", 1)[0])["remedies"]
     assert set(remedies) == set(LADDERS)
     assert all(s in STEPS for v in remedies.values() if isinstance(v, list) for s in v)
+
+
+@pytest.mark.parametrize(
+    ("ladder", "advice"),
+    [("nan", health.NAN_ADVICE), ("oom", health._OOM_GPU), ("gpu_reset", health._GPU_RESET)],
+)
+def test_the_advice_names_what_its_ladder_changes(ladder: str, advice: str) -> None:
+    """health.py's advice (the host's stdlib side, which cannot import the ladders) says what they change."""
+    keys = {k.removeprefix(ENV_PREFIX) for s in LADDERS[ladder] for k in STEPS[s].keys}
+    assert keys and all(k in advice for k in keys), (keys, advice)

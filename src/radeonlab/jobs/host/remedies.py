@@ -1,6 +1,8 @@
 """Automatic remedies: what the next attempt of a failed job changes, and where it resumes from.
 
-The ladders are data (LADDERS, steps in STEPS). A step looks at the config that just ran and returns the
+The ladders are data (LADDERS, steps in STEPS): the one registry. The spec's switches
+(spec/block.py REMEDY_NAMES), `check`'s step names and the guide's tables (docs/guide/remedies.md, checked
+by tests/test_docs_remedies.py) are read from it. A step looks at the config that just ran and returns the
 keys it changes, or None when it cannot apply (the batch is already 1, the learning rate already low):
 
   nan:    flash_attn_disabled -> lower_lr (5.0e-5 if higher) -> adamw_torch -> give up with a report
@@ -12,9 +14,8 @@ keys it changes, or None when it cannot apply (the batch is already 1, the learn
           The change is an environment variable: its key starts with ENV_PREFIX ("env:"), and the supervisor
           takes it out of the config into the training process's environment (env_changes()).
 
-The spec's `radeonlab: remedies:` (radeonlab.jobs.spec.load.Remedy) turns a ladder off (`oom: off`) or
-replaces its steps
-(`nan: [adamw_torch]`); any STEPS name may be used, e.g. the extra `halve_cutoff`.
+The spec's `radeonlab: remedies:` (radeonlab.jobs.spec.load.Remedy) turns a ladder off (`gpu_reset: off`)
+or replaces its steps (`nan: [adamw_torch]`); any STEPS name may be used, e.g. the extra `halve_cutoff`.
 
 Resuming: LLaMA-Factory resumes the optimizer and LR scheduler state from checkpoint-N/optimizer.pt and
 scheduler.pt, and those restore the OLD learning rate and optimizer settings (checked with torch 2.13:
