@@ -501,3 +501,14 @@ def test_an_override_shaped_like_a_token_is_refused_and_a_plain_one_is_not(tmp_p
     assert said == ["override `run_name=...` holds a Hugging Face token: overrides are kept in job.json"]
     keyed = with_overrides(spec, ["hf_hub_token=abc"])
     assert any("`hf_hub_token` carries a credential" in p.message for p in check_spec(keyed))
+
+
+def test_check_refuses_an_unknown_remedy_step_naming_the_close_one(tmp_path: Path) -> None:
+    """A misspelt step would only surface when the job failed on the host: `check` refuses it now."""
+    path = spec_file(tmp_path, "dataset: d\nradeonlab:\n  remedies: {oom: [halve_bath]}\n", rows=[ROW])
+    result = CliRunner().invoke(main, ["check", str(path), "--no-hub"])
+    assert result.exit_code == 1
+    assert f"{path}:5: error: unknown remedy step 'halve_bath': did you mean `halve_batch`?" in result.output
+    for ladder in ("nan: off", "oom: [halve_batch, halve_cutoff]", "gpu_reset: off"):
+        path.write_text(path.read_text().rsplit("  remedies:", 1)[0] + f"  remedies: {{{ladder}}}\n")
+        assert CliRunner().invoke(main, ["check", str(path), "--no-hub"]).exit_code == 0, ladder

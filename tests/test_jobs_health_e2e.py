@@ -379,3 +379,33 @@ def test_logs_follow_prints_the_whole_log_once_across_a_dropped_connection(lab: 
     host_log = (lab.host.root / JOBS_DIR.lstrip("/") / job_id / "train.log").read_bytes()
     assert b"\r" in host_log and out == host_log, "the followed log differs from the host's"
     assert state(lab, job_id)["state"] == "succeeded"
+
+
+# SIMULATED GPU reset: CPU torch cannot fault a GPU, so the test bed (not the product) drops a .pth file into
+# the host's training venv that makes llamafactory-cli print the first line ROCm/TheRock#7699 shows and abort
+# (exit 134), only when the job's environment asks for it. The supervisor reads that log like a real one.
+FAULT_PTH = "/home/lab/radeonlab/venv/lib/python3*/site-packages/zz_simulated_gpu_reset.pth"
+FAULT_CODE = (
+    "import os, sys; os.environ.get('SIMULATED_GPU_RESET')"
+    " and any('llamafactory' in a for a in sys.orig_argv)"
+    " and (os.write(2, b'Memory access fault by GPU node-1 (Agent handle: 0x1) on address 0x7f00. Reason: "
+    "Page not present or supervisor privilege.\\n'), os.abort())\n"
+)
+
+
+def test_a_spec_that_turns_the_gpu_reset_ladder_off_is_honoured(lab: Lab) -> None:
+    pth = lab.host.exec(["sh", "-c", f"ls {FAULT_PTH.replace('zz_simulated_gpu_reset.pth', '')} -d"])
+    path = pth.stdout.strip() + "/zz_simulated_gpu_reset.pth"
+    lab.host.exec(["sh", "-c", f"cat > {path} && chown lab: {path}"], input=FAULT_CODE)
+    try:
+        block = "  env: {SIMULATED_GPU_RESET: 1}\n  remedies: {gpu_reset: off}\n"
+        job_id = submit(lab, spec(lab, "reset-off.yaml", {"max_steps": 2}, block))
+        assert cli(lab, "watch", job_id, "-i", INVENTORY).exit_code == 1
+    finally:
+        lab.host.exec(["rm", "-f", path])
+    record, st = job_json(lab, job_id), state(lab, job_id)
+    attempts = record["attempts"]
+    assert [(a["state"], a["exit_code"]) for a in attempts] == [("failed", 134)], attempts  # no retry
+    assert attempts[0]["reason"].startswith("gpu_reset"), attempts[0]
+    assert st["end"] == "gave_up" and "the spec turns the gpu_reset remedy off" in st["reason"], st
+    assert "remedies tried: none" in record["report"], record["report"]

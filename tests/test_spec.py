@@ -175,3 +175,12 @@ def test_a_typo_in_a_command_line_override_is_blamed_on_the_override(tmp_path: P
     expected = f"{spec.path} (a command-line override): error: unknown key `learnin_rate`"
     assert said and said[0].startswith(expected), said
     assert "did you mean `learning_rate`" in said[0]
+
+
+def test_every_ladder_of_the_runner_can_be_switched_off(tmp_path: Path) -> None:
+    from radeonlab.jobs.host.remedies import LADDERS
+
+    body = "".join(f"    {name}: off\n" for name in LADDERS)
+    spec = load(write(tmp_path, f"model_name_or_path: m\nradeonlab:\n  remedies:\n{body}"))
+    assert spec.block_problems == [] and set(LADDERS) == {"nan", "oom", "gpu_reset"}
+    assert all(not spec.radeonlab.remedies[name].enabled for name in LADDERS)

@@ -136,7 +136,8 @@ class HostRecord:
 # ------------------------------------------------------------------------------------------------ a job
 
 
-# The note a remedy's attempt carries: "remedy oom/halve_batch: <diagnosis>; ..." (jobs/host/remedies.py)
+# The note a remedy's attempt carries: "remedy oom/halve_batch: <diagnosis>; ..." (jobs/host/remedies.py).
+# Only for job.json files written before Attempt.ladder/step existed: a new remedy attempt records both.
 REMEDY_NOTE = re.compile(r"^remedy (?P<ladder>\w+)/(?P<step>\w+):")
 
 
@@ -157,6 +158,8 @@ class Attempt:
     note: str = ""
     changes: dict[str, list[Any]] = field(default_factory=dict)
     cause: str = ""
+    ladder: str | None = None  # a remedy's attempt: its ladder and step ("oom", "halve_batch")
+    step: str | None = None
     state: str = ""  # running | succeeded | failed | stopped (NaN) | cancelled
     exit_code: int | None = None
     ended_at: str | None = None
@@ -165,8 +168,10 @@ class Attempt:
     last_step: int | None = None
 
     def remedy(self) -> tuple[str, str] | None:
-        """(ladder, step) of a remedy's attempt ("oom", "halve_batch"), from the note the supervisor wrote."""
-        m = REMEDY_NOTE.match(self.note or "")
+        """(ladder, step) of a remedy's attempt ("oom", "halve_batch"); None for a first run or a resume."""
+        if self.ladder and self.step:
+            return (self.ladder, self.step)
+        m = REMEDY_NOTE.match(self.note or "")  # a job.json from before the fields: the note's prefix
         return (m["ladder"], m["step"]) if m else None
 
     def start_line(self) -> str:

@@ -1,6 +1,8 @@
 """Automatic remedies: what the next attempt of a failed job changes, and where it resumes from.
 
-The ladders are data (LADDERS, steps in STEPS). A step looks at the config that just ran and returns the
+The ladders are data (LADDERS, steps in STEPS): the one registry. The spec's switches
+(spec/block.py REMEDY_NAMES), `check`'s step names and the guide's tables (docs/guide/remedies.md, checked
+by tests/test_docs_remedies.py) are read from it. A step looks at the config that just ran and returns the
 keys it changes, or None when it cannot apply (the batch is already 1, the learning rate already low):
 
   nan:    flash_attn_disabled -> lower_lr (5.0e-5 if higher) -> adamw_torch -> give up with a report
@@ -12,9 +14,8 @@ keys it changes, or None when it cannot apply (the batch is already 1, the learn
           The change is an environment variable: its key starts with ENV_PREFIX ("env:"), and the supervisor
           takes it out of the config into the training process's environment (env_changes()).
 
-The spec's `radeonlab: remedies:` (radeonlab.jobs.spec.load.Remedy) turns a ladder off (`oom: off`) or
-replaces its steps
-(`nan: [adamw_torch]`); any STEPS name may be used, e.g. the extra `halve_cutoff`.
+The spec's `radeonlab: remedies:` (radeonlab.jobs.spec.load.Remedy) turns a ladder off (`gpu_reset: off`)
+or replaces its steps (`nan: [adamw_torch]`); any STEPS name may be used, e.g. the extra `halve_cutoff`.
 
 Resuming: LLaMA-Factory resumes the optimizer and LR scheduler state from checkpoint-N/optimizer.pt and
 scheduler.pt, and those restore the OLD learning rate and optimizer settings (checked with torch 2.13:
@@ -34,7 +35,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from radeonlab.contract.records import REMEDY_NOTE
 from radeonlab.contract.records import Attempt as AttemptRecord
 from radeonlab.jobs.host.health import Diagnosis, Kind
 
@@ -58,7 +58,6 @@ SETTINGS: dict[str, Any] = {
 ENV_PREFIX = "env:"
 CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 CHECKPOINT_DONE_FILE = "trainer_state.json"  # written near the end of HF's _save_checkpoint
-NOTE_PREFIX = REMEDY_NOTE  # what _plan writes at the start of a remedy attempt's note
 
 
 def value(config: Mapping[str, Any], key: str) -> Any:
@@ -233,6 +232,8 @@ class Attempt:
             env=env_changes(self.overrides),
             resume_from_checkpoint=self.resume_from_checkpoint,
             note=self.note,
+            ladder=self.ladder,
+            step=self.step,
         )
 
 
@@ -255,13 +256,8 @@ def effective_config(config: Mapping[str, Any], history: Sequence[AttemptRecord]
 
 
 def tried_steps(history: Sequence[AttemptRecord]) -> list[tuple[str, str]]:
-    """(ladder, step) of each remedy attempt in job.json, read from the note prefix next_attempt writes."""
-    out = []
-    for attempt in history:
-        m = NOTE_PREFIX.match(attempt.note or "")
-        if m:
-            out.append((m["ladder"], m["step"]))
-    return out
+    """(ladder, step) of each remedy attempt in job.json (AttemptRecord.remedy())."""
+    return [r for r in (a.remedy() for a in history) if r is not None]
 
 
 def unknown_steps(remedies: Mapping[str, Remedy]) -> list[str]:
@@ -366,7 +362,7 @@ def _give_up(
     steps: Sequence[str] = (),
 ) -> GiveUp:
     lines = [f"gave up: {reason}", f"diagnosis: {diagnosis.summary()}", f"advice: {diagnosis.advice}"]
-    tried = [f"  attempt {a.n}: {a.note}" for a in history if NOTE_PREFIX.match(a.note or "")]
+    tried = [f"  attempt {a.n}: {a.note}" for a in history if a.remedy()]
     lines += ["remedies tried:", *tried] if tried else ["remedies tried: none"]
     keys = sorted({k for name in steps if name in STEPS for k in STEPS[name].keys})
     if keys:

@@ -45,7 +45,13 @@ SUPERVISE: dict[str, float] = {
 OUTPUT, TRAINER_LOG, TRAINER_STATE = "output", "trainer_log.jsonl", "trainer_state.json"
 # Per-job caches that are not models (the shared model cache is the host's: the job's env sets it).
 CACHE_ENV = {"HF_DATASETS_CACHE": "cache/datasets", "MPLCONFIGDIR": "cache/mpl", "HF_HOME": "cache/hf"}
-CAUSES = {"nan": "NaN", "oom": "out of memory", "killed": "killed", "gpu_fault": "GPU fault"}
+CAUSES = {
+    "nan": "NaN",
+    "oom": "out of memory",
+    "killed": "killed",
+    "gpu_fault": "GPU fault",
+    "gpu_reset": "GPU reset",
+}
 
 
 def yaml_scalar(value: Any) -> str:

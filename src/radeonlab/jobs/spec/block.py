@@ -6,14 +6,17 @@ report every one of them at once.
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from radeonlab.jobs.host.remedies import LADDERS, STEPS
+
 BLOCK_KEY = "radeonlab"
-REMEDY_NAMES = ("nan", "oom")
+REMEDY_NAMES = tuple(LADDERS)  # the runner's ladders (jobs/host/remedies.py): every one can be switched
 LIMIT_NAMES = ("address_space_gb", "memory_gb")
 
 
@@ -188,7 +191,8 @@ def parse_block(raw: Any, lines: dict[str, int], problems: list[tuple[int, str]]
 
     remedies = raw.get("remedies") or {}
     if not isinstance(remedies, dict):
-        bad("radeonlab.remedies", "remedies must be a mapping: nan/oom -> on | off | list of steps")
+        ladders = "/".join(REMEDY_NAMES)
+        bad("radeonlab.remedies", f"remedies must be a mapping: {ladders} -> on | off | list of steps")
     else:
         for name, value in remedies.items():
             where = f"radeonlab.remedies.{name}"
@@ -197,7 +201,13 @@ def parse_block(raw: Any, lines: dict[str, int], problems: list[tuple[int, str]]
             elif isinstance(value, bool):
                 block.remedies[name] = Remedy(enabled=value)
             elif isinstance(value, list) and all(isinstance(s, str) and s for s in value):
-                block.remedies[name] = Remedy(enabled=bool(value), steps=list(value))
+                unknown = [s for s in value if s not in STEPS]
+                for step in unknown:
+                    close = difflib.get_close_matches(step, list(STEPS), n=1)
+                    hint = f"did you mean `{close[0]}`?" if close else f"known: {', '.join(STEPS)}"
+                    bad(where, f"unknown remedy step {step!r}: {hint}")
+                if not unknown:
+                    block.remedies[name] = Remedy(enabled=bool(value), steps=list(value))
             else:
                 bad(where, f"remedy {name} must be on, off or a list of step names")
 
