@@ -170,7 +170,7 @@ def test_a_killed_export_leaves_no_model_that_fetch_would_take(lab: Lab, trained
     assert not job_json(lab.host, trained).get("exports")  # the killed export recorded nothing
     everything = run_json(lab, "fetch", trained, "--all", "--to", str(lab.work / "all"))
     assert not [f["name"] for f in everything["files"] if "export" in f["name"]]
-    assert not (lab.work / "all" / "export").exists()
+    assert not (lab.work / "all" / trained / "export").exists()
     begun = {n.removesuffix(".yaml") for n in left if n.startswith(".tmp-merged-")}  # its folder, its config
     lab.answers["killed"] = ",".join(sorted(begun))
 
@@ -208,10 +208,10 @@ def test_export_merge_fetches_a_model_that_answers_like_the_adapter(lab: Lab, tr
     assert answer.strip() == lab.answers["adapter"].strip()
     # and the merged weights compute what base + adapter compute
     fetched = run_json(lab, "fetch", trained, "--to", str(local))
-    assert fetched["files"]
+    assert fetched["files"] and fetched["local_dir"] == str(local / trained)
     base = AutoModelForCausalLM.from_pretrained(lab.work / "tiny-llama")
     with torch.no_grad():
-        expected = PeftModel.from_pretrained(base, local / "output").eval()(ids).logits
+        expected = PeftModel.from_pretrained(base, local / trained / "output").eval()(ids).logits
         assert torch.allclose(model(ids).logits, expected, atol=1e-4)
 
     again = cli(lab, "export", trained, "--merge", "--to", str(local))
@@ -300,7 +300,7 @@ def test_files_a_config_points_at(lab: Lab, trained: str) -> None:
     run_json(lab, "fetch", trained, "--to", str(lab.work / "for-adapter"))
     adapter.mkdir(exist_ok=True)
     for name in ("adapter_model.safetensors", "adapter_config.json"):
-        shutil.copy(lab.work / "for-adapter" / "output" / name, adapter / name)
+        shutil.copy(lab.work / "for-adapter" / trained / "output" / name, adapter / name)
     go_on = lab.spec("go-on.yaml", {"max_steps": 5}, "adapter_name_or_path: start-adapter\n")
     (job_id,) = submitted(cli(lab, "submit", str(go_on), "--host", HOST))
     assert cli(lab, "watch", job_id).exit_code == 0

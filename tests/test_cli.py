@@ -9,12 +9,14 @@ and what a verb tried to reach shows which inventory and which job it resolved."
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import paramiko
 import pytest
@@ -317,3 +319,44 @@ def test_prune_dry_run_names_the_jobs_it_would_remove(
     lines = result.output.splitlines()
     assert lines[0] == "ws1: would remove 2 job folder(s) and 3 stored file(s), 4,096 bytes"
     assert lines[1:] == ["  demo-20260101-000000-aaaa", "  sweep-20260102-000000-bbbb"]
+
+
+def test_two_jobs_fetched_with_the_same_to_keep_both_adapters(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`fetch A --to runs/` then `fetch B --to runs/` wrote both flat into runs/: B's adapter replaced A's.
+    `--to DIR` puts each job's files in DIR/JOB, so both adapters stay (the transfer itself is stubbed: it
+    writes the adapter each job's host would send)."""
+    from radeonlab.jobs.ssh.transfer import FetchReport, FileTransfer
+    from radeonlab.jobs.track import results
+
+    ADAPTER = "output/adapter_model.safetensors"
+
+    class Handle(contextlib.nullcontext):
+        def __init__(self, job_id: str) -> None:
+            super().__init__()
+            self.id, self.remote = job_id, None
+            self.job, self.dir = SimpleNamespace(model={}), SimpleNamespace(root=f"/srv/jobs/{job_id}")
+
+        def __enter__(self) -> Handle:
+            return self
+
+    def fake_fetch(remote, root, local: Path, names, under, progress) -> FetchReport:
+        adapter = local / ADAPTER
+        adapter.parent.mkdir(parents=True, exist_ok=True)
+        adapter.write_text(f"weights of {Path(root).name}")  # the job folder it came from
+        return FetchReport([FileTransfer(ADAPTER, "0" * 64, 1, 1, False)])
+
+    monkeypatch.setenv("RADEONLAB_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(handle_module.JobHandle, "open", lambda ref, inventory, host: Handle(ref))
+    monkeypatch.setattr(results, "wanted_files", lambda handle, checkpoint: [ADAPTER])
+    monkeypatch.setattr(results, "fetch", fake_fetch)
+    runs = tmp_path / "runs"
+    for job_id in IDS[:2]:
+        result = CliRunner().invoke(main, ["fetch", job_id, "--to", str(runs), "-i", "inv.py"])
+        assert result.exit_code == 0, result.output
+        assert f"results in {runs / job_id}" in result.output
+    assert sorted(p.name for p in runs.iterdir()) == IDS[:2]
+    for job_id in IDS[:2]:
+        assert (runs / job_id / ADAPTER).read_text() == f"weights of {job_id}"
+        assert json.loads((runs / job_id / "base_model.json").read_text())["job"] == job_id
