@@ -304,7 +304,8 @@ def test_the_readme_verb_table_names_every_verb_with_the_options_it_says() -> No
 def test_prune_dry_run_names_the_jobs_it_would_remove(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """`prune --dry-run` said "would remove 2 job folder(s)" without saying which: it lists them."""
+    """`prune --dry-run` said "would remove 2 job folder(s)" without saying which: it lists them, each with
+    its age and size as the host reported them (--json carries them), or the id alone from an older host."""
     from radeonlab.jobs.fleet import inventory
     from radeonlab.jobs.ssh import group
 
@@ -312,13 +313,26 @@ def test_prune_dry_run_names_the_jobs_it_would_remove(
     monkeypatch.setattr(inventory, "load_inventory", lambda path: {"ws1": object()})
     monkeypatch.setattr(inventory, "select_hosts", lambda targets, limit: list(targets.values()))
     removed = ["demo-20260101-000000-aaaa", "sweep-20260102-000000-bbbb"]
-    answer = {"removed": removed, "blobs": 3, "bytes": 4096}
-    monkeypatch.setattr(group, "each_host", lambda targets, fn, deadline: [group.HostResult("ws1", answer)])
+    jobs = [{"id": removed[0], "age_s": 45 * 86400 + 300, "bytes": 3_500}, {"id": removed[1], "age_s": 5400}]
+    answer = {"removed": removed, "jobs": jobs, "blobs": 3, "bytes": 4096}
+    older = {"removed": removed, "blobs": 3, "bytes": 4096}  # a host whose tool predates "jobs"
+    monkeypatch.setattr(
+        group,
+        "each_host",
+        lambda targets, fn, deadline: [group.HostResult("ws1", answer), group.HostResult("ws2", older)],
+    )
     result = CliRunner().invoke(main, ["prune", "--older-than", "30d", "--dry-run", "-i", "inv.py"])
     assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
-    assert lines[0] == "ws1: would remove 2 job folder(s) and 3 stored file(s), 4,096 bytes"
-    assert lines[1:] == ["  demo-20260101-000000-aaaa", "  sweep-20260102-000000-bbbb"]
+    assert result.output.splitlines() == [
+        "ws1: would remove 2 job folder(s) and 3 stored file(s), 4,096 bytes",
+        "  demo-20260101-000000-aaaa  ended 45d ago, 3.5 KB",
+        "  sweep-20260102-000000-bbbb  ended 1h ago",
+        "ws2: would remove 2 job folder(s) and 3 stored file(s), 4,096 bytes",
+        "  demo-20260101-000000-aaaa",
+        "  sweep-20260102-000000-bbbb",
+    ]
+    shown = CliRunner().invoke(main, ["prune", "--older-than", "30d", "--dry-run", "--json", "-i", "inv.py"])
+    assert json.loads(shown.output)[0]["jobs"] == jobs
 
 
 def test_two_jobs_fetched_with_the_same_to_keep_both_adapters(
