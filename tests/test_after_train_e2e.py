@@ -340,6 +340,17 @@ def test_a_two_value_sweep_makes_two_jobs_across_the_fleet_and_both_finish(
         watched = cli(lab, "watch", job_id)
         assert watched.exit_code == 0, watched.output[-2000:]
         assert f"{job_id}: succeeded" in watched.stdout
+    # both fetched with the same --to (README's `--to runs`): each in runs/JOB, each adapter its host's
+    runs = lab.work / "sweep-runs"
+    for job_id in ids:
+        assert run_json(lab, "fetch", job_id, "--to", str(runs))["local_dir"] == str(runs / job_id)
+    assert sorted(p.name for p in runs.iterdir()) == sorted(ids)
+    for job_id in ids:
+        adapter = f"{JOBS_DIR}/{job_id}/output/adapter_model.safetensors"
+        on_host = hosts[records[job_id]["host"]].exec(["sha256sum", adapter]).stdout.split()[0]
+        local = runs / job_id / "output/adapter_model.safetensors"
+        assert hashlib.sha256(local.read_bytes()).hexdigest() == on_host, job_id
+    assert len({(runs / i / "output/adapter_model.safetensors").read_bytes() for i in ids}) == 2  # two lrs
 
 
 def test_report_to_wandb_is_refused_then_tensorboard_runs_with_the_extra(lab: Lab) -> None:
