@@ -180,8 +180,9 @@ def test_export_merge_fetches_a_model_that_answers_like_the_adapter(lab: Lab, tr
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    local = lab.work / "results"
-    done = run_json(lab, "export", trained, "--merge", "--to", str(local))
+    results = lab.work / "results"
+    local = results / trained  # export --to DIR, like fetch --to DIR: the job's files in DIR/JOB
+    done = run_json(lab, "export", trained, "--merge", "--to", str(results))
     record = done["export"]
     assert record["name"] == "merged" and record["dir"] == "export/merged" and not record.get("already")
     if lab.answers.get("killed"):  # the killed export's leftovers were cleared first
@@ -207,14 +208,14 @@ def test_export_merge_fetches_a_model_that_answers_like_the_adapter(lab: Lab, tr
     print(f"\nmerged model: {answer!r}; adapter on the host: {lab.answers.get('adapter')!r}")
     assert answer.strip() == lab.answers["adapter"].strip()
     # and the merged weights compute what base + adapter compute
-    fetched = run_json(lab, "fetch", trained, "--to", str(local))
-    assert fetched["files"] and fetched["local_dir"] == str(local / trained)
+    fetched = run_json(lab, "fetch", trained, "--to", str(results))
+    assert fetched["files"] and fetched["local_dir"] == str(local)
     base = AutoModelForCausalLM.from_pretrained(lab.work / "tiny-llama")
     with torch.no_grad():
-        expected = PeftModel.from_pretrained(base, local / trained / "output").eval()(ids).logits
+        expected = PeftModel.from_pretrained(base, local / "output").eval()(ids).logits
         assert torch.allclose(model(ids).logits, expected, atol=1e-4)
 
-    again = cli(lab, "export", trained, "--merge", "--to", str(local))
+    again = cli(lab, "export", trained, "--merge", "--to", str(results))
     assert again.exit_code == 0, again.output
     assert "merged: already on the host" in again.stdout and "received 0 B" in again.stdout
 
