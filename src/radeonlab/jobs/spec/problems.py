@@ -19,13 +19,13 @@ class Problem:
     message: str
     severity: str = ERROR
     fix: str | None = None
-    override: str | None = None  # the `key=value` typed on the command line this is about (line is then 0)
+    override: str | None = None  # the key of the command-line `key=value` this is about (line is then 0)
 
     def __str__(self) -> str:
         """One line: names and messages with control characters escaped (errors.shown)."""
         fix = f" (fix: {self.fix})" if self.fix else ""
         if self.override is not None:
-            where = f"override {self.override!r}"  # as with_overrides words a malformed one
+            where = f"override `{self.override}=...`"  # never the value: it may be a token (trust S3)
         elif self.line < 1:
             where = f"{self.file} (a command-line override)"
         else:
@@ -37,8 +37,8 @@ class Problem:
 
 
 def name_overrides(problems: list[Problem], overrides: dict[str, str]) -> list[Problem]:
-    """A finding at Spec.line_of's -n (the n-th `key=value` override) names that override, line 0."""
-    typed = [f"{key}={value}" for key, value in overrides.items()]
+    """A finding at Spec.line_of's -n (the n-th `key=value` override) names that override's key, line 0."""
+    typed = list(overrides)
     return [
         replace(p, line=0, override=typed[-1 - p.line]) if -len(typed) <= p.line < 0 else p for p in problems
     ]
