@@ -170,7 +170,7 @@ def test_a_killed_export_leaves_no_model_that_fetch_would_take(lab: Lab, trained
     assert not job_json(lab.host, trained).get("exports")  # the killed export recorded nothing
     everything = run_json(lab, "fetch", trained, "--all", "--to", str(lab.work / "all"))
     assert not [f["name"] for f in everything["files"] if "export" in f["name"]]
-    assert not (lab.work / "all" / "export").exists()
+    assert not (lab.work / "all" / trained / "export").exists()
     begun = {n.removesuffix(".yaml") for n in left if n.startswith(".tmp-merged-")}  # its folder, its config
     lab.answers["killed"] = ",".join(sorted(begun))
 
@@ -180,8 +180,9 @@ def test_export_merge_fetches_a_model_that_answers_like_the_adapter(lab: Lab, tr
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    local = lab.work / "results"
-    done = run_json(lab, "export", trained, "--merge", "--to", str(local))
+    results = lab.work / "results"
+    local = results / trained  # export --to DIR, like fetch --to DIR: the job's files in DIR/JOB
+    done = run_json(lab, "export", trained, "--merge", "--to", str(results))
     record = done["export"]
     assert record["name"] == "merged" and record["dir"] == "export/merged" and not record.get("already")
     if lab.answers.get("killed"):  # the killed export's leftovers were cleared first
@@ -207,14 +208,14 @@ def test_export_merge_fetches_a_model_that_answers_like_the_adapter(lab: Lab, tr
     print(f"\nmerged model: {answer!r}; adapter on the host: {lab.answers.get('adapter')!r}")
     assert answer.strip() == lab.answers["adapter"].strip()
     # and the merged weights compute what base + adapter compute
-    fetched = run_json(lab, "fetch", trained, "--to", str(local))
-    assert fetched["files"]
+    fetched = run_json(lab, "fetch", trained, "--to", str(results))
+    assert fetched["files"] and fetched["local_dir"] == str(local)
     base = AutoModelForCausalLM.from_pretrained(lab.work / "tiny-llama")
     with torch.no_grad():
         expected = PeftModel.from_pretrained(base, local / "output").eval()(ids).logits
         assert torch.allclose(model(ids).logits, expected, atol=1e-4)
 
-    again = cli(lab, "export", trained, "--merge", "--to", str(local))
+    again = cli(lab, "export", trained, "--merge", "--to", str(results))
     assert again.exit_code == 0, again.output
     assert "merged: already on the host" in again.stdout and "received 0 B" in again.stdout
 
@@ -300,7 +301,7 @@ def test_files_a_config_points_at(lab: Lab, trained: str) -> None:
     run_json(lab, "fetch", trained, "--to", str(lab.work / "for-adapter"))
     adapter.mkdir(exist_ok=True)
     for name in ("adapter_model.safetensors", "adapter_config.json"):
-        shutil.copy(lab.work / "for-adapter" / "output" / name, adapter / name)
+        shutil.copy(lab.work / "for-adapter" / trained / "output" / name, adapter / name)
     go_on = lab.spec("go-on.yaml", {"max_steps": 5}, "adapter_name_or_path: start-adapter\n")
     (job_id,) = submitted(cli(lab, "submit", str(go_on), "--host", HOST))
     assert cli(lab, "watch", job_id).exit_code == 0
@@ -340,6 +341,17 @@ def test_a_two_value_sweep_makes_two_jobs_across_the_fleet_and_both_finish(
         watched = cli(lab, "watch", job_id)
         assert watched.exit_code == 0, watched.output[-2000:]
         assert f"{job_id}: succeeded" in watched.stdout
+    # both fetched with the same --to (README's `--to runs`): each in runs/JOB, each adapter its host's
+    runs = lab.work / "sweep-runs"
+    for job_id in ids:
+        assert run_json(lab, "fetch", job_id, "--to", str(runs))["local_dir"] == str(runs / job_id)
+    assert sorted(p.name for p in runs.iterdir()) == sorted(ids)
+    for job_id in ids:
+        adapter = f"{JOBS_DIR}/{job_id}/output/adapter_model.safetensors"
+        on_host = hosts[records[job_id]["host"]].exec(["sha256sum", adapter]).stdout.split()[0]
+        local = runs / job_id / "output/adapter_model.safetensors"
+        assert hashlib.sha256(local.read_bytes()).hexdigest() == on_host, job_id
+    assert len({(runs / i / "output/adapter_model.safetensors").read_bytes() for i in ids}) == 2  # two lrs
 
 
 def test_report_to_wandb_is_refused_then_tensorboard_runs_with_the_extra(lab: Lab) -> None:

@@ -9,12 +9,14 @@ and what a verb tried to reach shows which inventory and which job it resolved."
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import paramiko
 import pytest
@@ -302,7 +304,8 @@ def test_the_readme_verb_table_names_every_verb_with_the_options_it_says() -> No
 def test_prune_dry_run_names_the_jobs_it_would_remove(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """`prune --dry-run` said "would remove 2 job folder(s)" without saying which: it lists them."""
+    """`prune --dry-run` said "would remove 2 job folder(s)" without saying which: it lists them, each with
+    its age and size as the host reported them (--json carries them), or the id alone from an older host."""
     from radeonlab.jobs.fleet import inventory
     from radeonlab.jobs.ssh import group
 
@@ -310,10 +313,64 @@ def test_prune_dry_run_names_the_jobs_it_would_remove(
     monkeypatch.setattr(inventory, "load_inventory", lambda path: {"ws1": object()})
     monkeypatch.setattr(inventory, "select_hosts", lambda targets, limit: list(targets.values()))
     removed = ["demo-20260101-000000-aaaa", "sweep-20260102-000000-bbbb"]
-    answer = {"removed": removed, "blobs": 3, "bytes": 4096}
-    monkeypatch.setattr(group, "each_host", lambda targets, fn, deadline: [group.HostResult("ws1", answer)])
+    jobs = [{"id": removed[0], "age_s": 45 * 86400 + 300, "bytes": 3_500}, {"id": removed[1], "age_s": 5400}]
+    answer = {"removed": removed, "jobs": jobs, "blobs": 3, "bytes": 4096}
+    older = {"removed": removed, "blobs": 3, "bytes": 4096}  # a host whose tool predates "jobs"
+    monkeypatch.setattr(
+        group,
+        "each_host",
+        lambda targets, fn, deadline: [group.HostResult("ws1", answer), group.HostResult("ws2", older)],
+    )
     result = CliRunner().invoke(main, ["prune", "--older-than", "30d", "--dry-run", "-i", "inv.py"])
     assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
-    assert lines[0] == "ws1: would remove 2 job folder(s) and 3 stored file(s), 4,096 bytes"
-    assert lines[1:] == ["  demo-20260101-000000-aaaa", "  sweep-20260102-000000-bbbb"]
+    assert result.output.splitlines() == [
+        "ws1: would remove 2 job folder(s) and 3 stored file(s), 4,096 bytes",
+        "  demo-20260101-000000-aaaa  ended 45d ago, 3.5 KB",
+        "  sweep-20260102-000000-bbbb  ended 1h ago",
+        "ws2: would remove 2 job folder(s) and 3 stored file(s), 4,096 bytes",
+        "  demo-20260101-000000-aaaa",
+        "  sweep-20260102-000000-bbbb",
+    ]
+    shown = CliRunner().invoke(main, ["prune", "--older-than", "30d", "--dry-run", "--json", "-i", "inv.py"])
+    assert json.loads(shown.output)[0]["jobs"] == jobs
+
+
+def test_two_jobs_fetched_with_the_same_to_keep_both_adapters(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`fetch A --to runs/` then `fetch B --to runs/` wrote both flat into runs/: B's adapter replaced A's.
+    `--to DIR` puts each job's files in DIR/JOB, so both adapters stay (the transfer itself is stubbed: it
+    writes the adapter each job's host would send)."""
+    from radeonlab.jobs.ssh.transfer import FetchReport, FileTransfer
+    from radeonlab.jobs.track import results
+
+    ADAPTER = "output/adapter_model.safetensors"
+
+    class Handle(contextlib.nullcontext):
+        def __init__(self, job_id: str) -> None:
+            super().__init__()
+            self.id, self.remote = job_id, None
+            self.job, self.dir = SimpleNamespace(model={}), SimpleNamespace(root=f"/srv/jobs/{job_id}")
+
+        def __enter__(self) -> Handle:
+            return self
+
+    def fake_fetch(remote, root, local: Path, names, under, progress) -> FetchReport:
+        adapter = local / ADAPTER
+        adapter.parent.mkdir(parents=True, exist_ok=True)
+        adapter.write_text(f"weights of {Path(root).name}")  # the job folder it came from
+        return FetchReport([FileTransfer(ADAPTER, "0" * 64, 1, 1, False)])
+
+    monkeypatch.setenv("RADEONLAB_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(handle_module.JobHandle, "open", lambda ref, inventory, host: Handle(ref))
+    monkeypatch.setattr(results, "wanted_files", lambda handle, checkpoint: [ADAPTER])
+    monkeypatch.setattr(results, "fetch", fake_fetch)
+    runs = tmp_path / "runs"
+    for job_id in IDS[:2]:
+        result = CliRunner().invoke(main, ["fetch", job_id, "--to", str(runs), "-i", "inv.py"])
+        assert result.exit_code == 0, result.output
+        assert f"results in {runs / job_id}" in result.output
+    assert sorted(p.name for p in runs.iterdir()) == IDS[:2]
+    for job_id in IDS[:2]:
+        assert (runs / job_id / ADAPTER).read_text() == f"weights of {job_id}"
+        assert json.loads((runs / job_id / "base_model.json").read_text())["job"] == job_id

@@ -5,7 +5,11 @@ already has, instead of reporting a failed command (what the dropped-SSH end-to-
 from __future__ import annotations
 
 import base64
+import contextlib
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from radeonlab.jobs.track import follow
 
@@ -69,3 +73,48 @@ def test_logs_tail_counts_a_progress_bar_as_one_line() -> None:
     log = b"loading\nstep 1 loss 8.3\nstep 2 loss 7.1\n" + bar + b"\n"
     assert last_lines(log, 3) == b"step 1 loss 8.3\nstep 2 loss 7.1\n100%|###| 20/20\n"
     assert last_lines(b"a\nb\npartial", 2) == b"b\npartial"
+
+
+def test_logs_tail_through_the_cli_shows_tqdms_bar_at_its_last_frame(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`radeonlab logs JOB --tail 3` of a train.log where tqdm itself drew two bars (its `\\r` frames, as
+    LLaMA-Factory's loading and training bars write them): three lines as a terminal shows them, each bar
+    once at its last frame. The host's stream is stubbed with that log; the CLI does the rest."""
+    import io
+
+    from click.testing import CliRunner
+
+    from radeonlab.cli import main
+    from radeonlab.jobs.track import handle as handle_module
+
+    tqdm = pytest.importorskip("tqdm")
+
+    def bar(desc: str, total: int) -> str:
+        out = io.StringIO()
+        for _ in tqdm.tqdm(range(total), desc=desc, file=out, mininterval=0, ascii=True, ncols=60):
+            pass
+        return out.getvalue()
+
+    log = f"loading model\n{bar('shards', 3)}step 1 loss 8.3\n{bar('train', 20)}".encode()
+    assert log.count(b"\r") > 20  # many frames, few lines
+
+    class Handle(contextlib.nullcontext):
+        id, state = "demo-20260101-000000-aaaa", None
+
+        def __enter__(self) -> Handle:
+            return self
+
+        def events(self, say, files: dict[str, int], keep_going: bool):  # the host's stream: the log at once
+            yield follow.Event("data", file=follow.TRAIN_LOG, data=log)
+            yield follow.Event("end")
+
+    monkeypatch.setenv("RADEONLAB_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(handle_module.JobHandle, "open", lambda ref, inventory, host: Handle())
+    result = CliRunner().invoke(main, ["logs", Handle.id, "--tail", "3", "-i", "inv.py"])
+    assert result.exit_code == 0, result.output
+    shown = result.output.splitlines()
+    assert len(shown) == 3 and "\r" not in result.output, shown
+    assert shown[0].startswith("shards: 100%|") and "3/3" in shown[0], shown
+    assert shown[1] == "step 1 loss 8.3"
+    assert shown[2].startswith("train: 100%|") and "20/20" in shown[2], shown

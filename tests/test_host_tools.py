@@ -335,14 +335,15 @@ def test_prune_removes_old_finished_folders_and_only_their_blobs(code: Path, tmp
     dry = last_json(run_tool(code, "housekeeping", "prune", str(jobs), "--older-than", "86400", "--dry-run"))
     assert listing(tmp_path / "radeonlab") == before  # nothing removed
     # the old folders; the orphan blob and the abandoned upload (only-old is still linked by run-1)
-    freed = sum(
-        p.stat().st_size
-        for f in (old, gone_old)
-        for p in f.rglob("*")
-        if p.is_file() and p.stat().st_nlink == 1
-    )
+    own = {f.name: sum(p.stat().st_size for p in f.rglob("*") if p.is_file() and p.stat().st_nlink == 1)
+           for f in (old, gone_old)}  # fmt: skip
+    jobs_named = dry.pop("jobs")  # each with its age (3 and 5 days) and the bytes only its folder holds
+    assert [(j["id"], j["bytes"]) for j in jobs_named] == [("old-1", own["old-1"]), ("gone-1", own["gone-1"])]
+    assert [round(j["age_s"] / 86400, 2) for j in jobs_named] == [3.0, 5.0]
+    freed = sum(own.values())
     assert dry == {"removed": ["old-1", "gone-1"], "blobs": 2, "bytes": freed + 400 + 800, "dry_run": True}
     real = last_json(run_tool(code, "housekeeping", "prune", str(jobs), "--older-than", "86400"))
+    assert [(j["id"], j["bytes"]) for j in real.pop("jobs")] == [(j["id"], j["bytes"]) for j in jobs_named]
     assert real == {**dry, "dry_run": False}
     assert sorted(p.name for p in jobs.iterdir()) == ["recent-1", "run-1"]
     assert sorted(p.name for p in store.iterdir()) == ["new.part", "only-old", "shared"]

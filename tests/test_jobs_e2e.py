@@ -95,10 +95,9 @@ def demo_job(lab: Lab) -> dict[str, object]:
     job_id, out = submit(lab, lab.spec)
     watched = cli(lab, "watch", job_id, "-i", INVENTORY)
     took = time.monotonic() - t0
-    local = lab.work / "results"
-    fetched = cli(
-        lab, "fetch", job_id, "-i", INVENTORY, "--to", str(local), "--try", "Uppercase the word.\\napple"
-    )
+    local = lab.work / "results" / job_id  # fetch --to DIR: the job's files in DIR/JOB
+    ask = ("--try", "Uppercase the word.\\napple")
+    fetched = cli(lab, "fetch", job_id, "-i", INVENTORY, "--to", str(local.parent), *ask)
     lab.jobs["demo"] = job_id
     first = re.search(r"first logged step (\d+)s after submit", watched.stdout)
     first_s = first.group(1) if first else "?"
@@ -131,7 +130,7 @@ def test_fetch_brings_verified_files_and_an_answer(lab: Lab, demo_job: dict) -> 
         local = demo_job["local"] / name
         on_host = lab.host.exec(["sha256sum", f"{remote_dir}/{name}"]).stdout.split()[0]
         assert hashlib.sha256(local.read_bytes()).hexdigest() == on_host, name
-    again = cli(lab, "fetch", demo_job["id"], "-i", INVENTORY, "--to", str(demo_job["local"]))
+    again = cli(lab, "fetch", demo_job["id"], "-i", INVENTORY, "--to", str(demo_job["local"].parent))
     assert "received 0 B; 6 already here" in again.stdout, again.output  # nothing fetched twice
 
 

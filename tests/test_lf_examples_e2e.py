@@ -123,4 +123,4 @@ def test_the_example_trains_to_the_end(lab: Lab, example: str, tmp_path: Path) -
     assert fetched.exit_code == 0, f"{example}: {fetched.output[-2000:]}"
     kind = yaml.safe_load((examples_table.LF / "examples" / example).read_text())["finetuning_type"]
     result = "model.safetensors" if kind in ("full", "freeze") else "adapter_model.safetensors"
-    assert (tmp_path / "output" / result).stat().st_size > 0, f"{example}: no {result} fetched"
+    assert (tmp_path / job_id / "output" / result).stat().st_size > 0, f"{example}: no {result} fetched"

@@ -96,8 +96,8 @@ def job(lab: TwoNodes) -> dict:
     t1 = time.monotonic()
     watched = cli(lab, "watch", job_id, "-i", INVENTORY)
     TIMINGS["watch to end"] = time.monotonic() - t1
-    local = lab.work / "results"
-    fetched = cli(lab, "fetch", job_id, "-i", INVENTORY, "--to", str(local))
+    local = lab.work / "results" / job_id
+    fetched = cli(lab, "fetch", job_id, "-i", INVENTORY, "--to", str(local.parent))
     TIMINGS["submit to fetched"] = time.monotonic() - t0
     return {"id": job_id, "submit": submitted, "watch": watched, "fetch": fetched, "local": local}
 

@@ -216,3 +216,25 @@ def test_output_paths_stay_in_the_job_folder(tmp_path: Path, monkeypatch: pytest
     ]
     assert problems[escaping[0]] == "logging_dir: output (relative: it lands under the job's output/)"
     assert any(m.startswith("`cache_dir` cannot be set: every job reads models from") for m in problems)
+
+
+def test_a_job_with_nothing_to_upload_draws_no_bar_and_says_so() -> None:
+    """A job whose model and datasets all come from the Hub uploads nothing: submit drew an empty progress
+    bar for it; now one line says there is nothing to send (and no connection is used for it)."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from radeonlab.jobs.apply.submit import upload
+
+    drawn: list[str] = []
+    said: list[str] = []
+
+    @contextlib.contextmanager
+    def bar(label: str):  # noqa: ANN202
+        drawn.append(label)
+        yield lambda done, total: None
+
+    node = SimpleNamespace(host="ws1", uploads=[], present=None, connection=None, record=None)
+    report = upload(node, bar, said.append)  # type: ignore[arg-type]
+    assert drawn == [] and said == ["upload -> ws1: nothing to send"]
+    assert report.files == [] and report.bytes_sent == 0

@@ -578,8 +578,8 @@ def test_a_two_node_job_queues_until_two_nodes_are_free_then_trains(gloo_on_lo: 
     assert (done["state"], done["host"], done["step"]) == ("succeeded", rank0, TWO_NODES["max_steps"]), done
     listed = runner.listed()[job_id]
     assert (listed["state"], listed["host"]) == ("succeeded", rank0), listed
-    local = runner.work / "two-nodes"
-    fetched = runner.cli("fetch", job_id, "-i", INVENTORY, "--to", str(local))
+    local = runner.work / "two-nodes" / job_id
+    fetched = runner.cli("fetch", job_id, "-i", INVENTORY, "--to", str(local.parent))
     assert fetched.exit_code == 0, fetched.output
     assert (local / "output/adapter_model.safetensors").stat().st_size > 0
     log = (local / "output/trainer_log.jsonl").read_text().splitlines()

@@ -165,16 +165,36 @@ def test_a_spec_cannot_set_what_radeonlab_owns(tmp_path: Path, name: str) -> Non
 
 def test_a_typo_in_a_command_line_override_is_blamed_on_the_override(tmp_path: Path) -> None:
     """`submit demo.yaml learnin_rate=1e-4` was reported at `demo.yaml:1` (a line that has nothing to do with
-    it); it now says it came from the command line."""
+    it); it now names the override as typed."""
     from radeonlab.jobs.spec.checks import check_spec
     from radeonlab.jobs.spec.load import load, with_overrides
     from tests.laptop_doubles import demo_job
 
-    spec = with_overrides(load(demo_job(tmp_path)), ["learnin_rate=1e-4"])
-    said = [str(p) for p in check_spec(spec) if "learnin_rate" in p.message]
-    expected = f"{spec.path} (a command-line override): error: unknown key `learnin_rate`"
-    assert said and said[0].startswith(expected), said
-    assert "did you mean `learning_rate`" in said[0]
+    spec = with_overrides(load(demo_job(tmp_path)), ["num_train_epochs=2", "learnin_rate=1e-4"])
+    found = [p for p in check_spec(spec) if "learnin_rate" in p.message]
+    assert [(p.line, p.override) for p in found] == [(0, "learnin_rate")]  # the second of two overrides
+    expected = "override `learnin_rate=...`: error: unknown key `learnin_rate`"  # its value is never echoed
+    assert str(found[0]).startswith(expected) and "did you mean `learning_rate`" in str(found[0]), found
+
+
+def test_submit_names_the_override_with_the_typo_and_sends_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the CLI: `submit demo.yaml learnin_rate=1e-4` is refused before any host is reached (the
+    inventory's host listens nowhere), the finding naming the override, no line of demo.yaml."""
+    from click.testing import CliRunner
+
+    from radeonlab.cli import main
+    from tests.laptop_doubles import demo_job
+
+    monkeypatch.setenv("RADEONLAB_HOME", str(tmp_path / "home"))
+    inv = tmp_path / "inv.py"
+    inv.write_text('hosts = [("a", {"ssh_hostname": "127.0.77.250", "ssh_port": 1, "ssh_user": "lab"})]\n')
+    spec = demo_job(tmp_path)
+    result = CliRunner().invoke(main, ["submit", str(spec), "learnin_rate=1e-4", "-i", str(inv)])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("override `learnin_rate=...`: error: unknown key `learnin_rate`")
+    assert f"{spec}:" not in result.output.splitlines()[0] and "nothing uploaded" in result.output
 
 
 def test_every_ladder_of_the_runner_can_be_switched_off(tmp_path: Path) -> None:

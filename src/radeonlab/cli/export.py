@@ -23,7 +23,13 @@ from radeonlab.cli.options import JOB_HELP, echo_json, inventory_path, job_optio
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     help="with --quantize: a json/jsonl file whose rows have a `text` column",
 )
-@click.option("--to", "to_dir", type=click.Path(file_okay=False, path_type=Path), help="default: ./runs/JOB")
+@click.option(
+    "--to",
+    "to_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="into DIR/JOB, as fetch (default: ./runs/JOB)",
+)
 @click.option("--no-fetch", is_flag=True, help="leave the export on the host")
 @json_option
 def command(
@@ -39,10 +45,10 @@ def command(
 ) -> None:
     """Merge JOB's adapter into its base model on the job's host (`llamafactory-cli export`, the training
     venv, the job's own base model: its model/ folder or the host's model cache, offline), into the job
-    folder's export/merged/, then fetch it to DIR/export/merged/ with progress and checksums (resumable: run
-    it again after an interruption). An export already made is fetched, not made again; job.json records
-    each in `exports`. Refused while the job runs, and when its base model is gone from the host's cache.
-    The adapter alone (no merge) is `radeonlab fetch JOB`."""
+    folder's export/merged/, then fetch it to DIR/JOB/export/merged/ with progress and checksums
+    (resumable: run it again after an interruption). An export already made is fetched, not made again;
+    job.json records each in `exports`. Refused while the job runs, and when its base model is gone from
+    the host's cache. The adapter alone (no merge) is `radeonlab fetch JOB`."""
     from radeonlab.cli.views import rich_progress
     from radeonlab.errors import InputError
     from radeonlab.jobs.ssh.transfer import human_bytes
@@ -58,7 +64,7 @@ def command(
     report = None
     with JobHandle.open(job_ref, inventory_path(inventory), host) as handle:
         record = run_export(handle, quantize=bits, calibration=calibration, say=say)
-        local = (to_dir or Path(DEFAULT_RESULTS_DIR) / handle.id).resolve()
+        local = ((to_dir or Path(DEFAULT_RESULTS_DIR)) / handle.id).resolve()  # beside what fetch brings
         if not no_fetch:
             with contextlib.nullcontext(None) if as_json else rich_progress("fetch") as bar:
                 report = fetch_export(handle, record["name"], local, bar)

@@ -10,12 +10,18 @@ import click
 
 from radeonlab.cli.options import JOB_HELP, echo_json, inventory_path, job_options, json_option
 
-DEFAULT_RESULTS_DIR = "runs"  # ./runs/<job id>
+DEFAULT_RESULTS_DIR = "runs"  # ./runs/<job id>; `--to DIR` is DIR/<job id> (two jobs never share a folder)
 
 
 @click.command("fetch", epilog=JOB_HELP)
 @job_options
-@click.option("--to", "to_dir", type=click.Path(file_okay=False, path_type=Path), help="default: ./runs/JOB")
+@click.option(
+    "--to",
+    "to_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="into DIR/JOB (default: ./runs/JOB)",
+)
 @click.option("--checkpoint", type=click.IntRange(min=1), help="the adapter of output/checkpoint-N instead")
 @click.option("--all", "everything", is_flag=True, help="the whole output folder (checkpoints included)")
 @click.option("--try", "prompt", help="generate an answer to PROMPT with the adapter, on the host")
@@ -31,8 +37,9 @@ def command(
     as_json: bool,
 ) -> None:
     """Fetch JOB's adapter (adapter_model.safetensors, adapter_config.json), trainer_log.jsonl, config.yaml,
-    training_loss.png and train.log, each verified against the sha256 the host computed while sending it; a
-    fetch cut short resumes where it stopped. base_model.json beside them names the exact base model."""
+    training_loss.png and train.log into DIR/JOB, each verified against the sha256 the host computed while
+    sending it; a fetch cut short resumes where it stopped. base_model.json beside them names the exact base
+    model."""
     from radeonlab.cli.views import rich_progress, sparkline
     from radeonlab.jobs.fleet import store
     from radeonlab.jobs.host import metrics
@@ -43,7 +50,7 @@ def command(
         prompt = prompt.replace("\\n", "\n")  # a shell argument cannot easily hold a newline
     answer = None
     with JobHandle.open(job_ref, inventory_path(inventory), host) as handle:
-        local = (to_dir or Path(DEFAULT_RESULTS_DIR) / handle.id).resolve()
+        local = ((to_dir or Path(DEFAULT_RESULTS_DIR)) / handle.id).resolve()
         with contextlib.nullcontext(None) if as_json else rich_progress("fetch") as bar:
             report = fetch_results(handle, local, bar, checkpoint=checkpoint, everything=everything)
         if prompt is not None:

@@ -25,6 +25,23 @@ def seconds(text: str) -> float:
     return float(m[1]) * UNITS[m[2]]
 
 
+def age_text(seconds: float) -> str:
+    """The largest whole unit: 45d, 12h, 1h (for 90 minutes), 40s."""
+    for unit in "dhm":
+        if seconds >= UNITS[unit]:
+            return f"{int(seconds // UNITS[unit])}{unit}"
+    return f"{int(seconds)}s"
+
+
+def job_details(job: dict) -> str:
+    """'ended 45d ago, 1.2 MB' from what the host reported (either may be missing)."""
+    from radeonlab.jobs.ssh.transfer import human_bytes
+
+    parts = [f"ended {age_text(job['age_s'])} ago"] if job.get("age_s") is not None else []
+    parts += [human_bytes(job["bytes"])] if job.get("bytes") is not None else []
+    return ", ".join(parts)
+
+
 @click.command("prune")
 @inventory_option
 @limit_option
@@ -68,11 +85,13 @@ def command(inventory: str | None, limit: str | None, older: str, dry_run: bool,
                 click.echo(f"{r.host}: {r.error}")
                 continue
             v = r.value or {}
-            jobs = list(v.get("removed") or [])
+            # which jobs, how old, how big: a dry run is for deciding, a real one for the record (a host's
+            # older housekeeping tool answers ids only)
+            jobs = v.get("jobs") or [{"id": i} for i in v.get("removed") or []]
             click.echo(
                 f"{r.host}: {verb} {len(jobs)} job folder(s) and {v.get('blobs', 0)} stored file(s), "
                 f"{v.get('bytes', 0):,} bytes"
             )
-            for job_id in jobs:  # which jobs: a dry run is for deciding, a real one for the record
-                click.echo(f"  {job_id}")
+            for job in jobs:
+                click.echo(f"  {job['id']}  {job_details(job)}".rstrip())
     raise SystemExit(0 if all(r.ok for r in results) else 1)

@@ -132,9 +132,9 @@ def run(keep: bool = False) -> int:
         watched = radeonlab(["watch", job_id, *inv], env)
         timings["submit_to_end_of_training"] = time.monotonic() - t_submit
         first = re.search(r"first logged step (\d+)s after submit", watched)
-        results = state / "results" / job_id
+        results = state / "results" / job_id  # fetch --to DIR puts a job's files in DIR/JOB
         prompt = f"{demodata.INSTRUCTION}\\n{DEMO['word']}"
-        fetched = radeonlab(["fetch", job_id, *inv, "--to", str(results), "--try", prompt], env)
+        fetched = radeonlab(["fetch", job_id, *inv, "--to", str(results.parent), "--try", prompt], env)
         report, points = loss_report(results / "output/trainer_log.jsonl")
         answer = re.search(r"adapter's answer: (.*)", fetched)
         print("\n" + report)

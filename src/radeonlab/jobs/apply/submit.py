@@ -69,6 +69,9 @@ def upload(node: NodePlan, progress_bar: ProgressBar, say: Say) -> UploadReport:
     """Send the node's missing contents into its host's store (one stream)."""
     files = [u.local for u in node.uploads]
     label = f"upload -> {node.host}"
+    if not files:  # nothing to upload at all (no dataset file, no local model): one line, no empty bar
+        say(f"{label}: nothing to send")
+        return UploadReport()
     # the plan asked the host which contents it holds: when it holds them all, no bar is drawn for nothing
     nothing_new = node.present is not None and all(f.sha256 in node.present for f in files)
     with contextlib.nullcontext(None) if nothing_new else progress_bar(label) as bar:

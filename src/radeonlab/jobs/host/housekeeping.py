@@ -75,15 +75,16 @@ def _links_in(folders: list[str]) -> dict[tuple[int, int], int]:
 def prune(jobs_dir: str, older_than: float, dry_run: bool) -> dict:
     """Finished job folders that ended more than `older_than` seconds ago, then the blobs only they used."""
     now = time.time()
-    old = [
-        item["id"]
+    ended = {
+        item["id"]: _ended(item["state"], os.path.join(jobs_dir, item["id"]))
         for item in scan(jobs_dir)
-        if not item["alive"]
-        and item["state"].get("state") in FINISHED_STATES
-        and now - _ended(item["state"], os.path.join(jobs_dir, item["id"])) >= older_than
-    ]
+        if not item["alive"] and item["state"].get("state") in FINISHED_STATES
+    }
+    old = [job_id for job_id, at in ended.items() if now - at >= older_than]
     folders = [os.path.join(jobs_dir, i) for i in old]
-    freed = sum(_size(f) for f in folders)
+    # each job with its age and the bytes its folder alone holds: a dry run is for deciding which go
+    jobs = [{"id": i, "age_s": round(now - ended[i]), "bytes": _size(os.path.join(jobs_dir, i))} for i in old]
+    freed = sum(j["bytes"] for j in jobs)
     going = _links_in(folders)
     store = os.path.join(blobs_dir(jobs_dir), "sha256")
     blobs = []
@@ -101,7 +102,7 @@ def prune(jobs_dir: str, older_than: float, dry_run: bool) -> dict:
             shutil.rmtree(folder)
         for name in blobs:
             os.unlink(os.path.join(store, name))
-    return {"removed": old, "blobs": len(blobs), "bytes": freed, "dry_run": dry_run}
+    return {"removed": old, "jobs": jobs, "blobs": len(blobs), "bytes": freed, "dry_run": dry_run}
 
 
 def main(argv: list[str] | None = None) -> int:

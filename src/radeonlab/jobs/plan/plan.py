@@ -46,7 +46,7 @@ from radeonlab.jobs.spec import hub, kinds, lf_args
 from radeonlab.jobs.spec import needs as needs_module
 from radeonlab.jobs.spec.checks import check_spec
 from radeonlab.jobs.spec.load import Spec, load, with_overrides
-from radeonlab.jobs.spec.problems import ERROR, Problem
+from radeonlab.jobs.spec.problems import ERROR, Problem, name_overrides
 from radeonlab.jobs.ssh import hostcode
 from radeonlab.jobs.ssh.connection import Remote, connect
 from radeonlab.jobs.ssh.transfer import blobs_present
@@ -219,7 +219,7 @@ def load_checked(spec_path: str | Path, overrides: Sequence[str] = ()) -> tuple[
     """The spec (with `key=value` overrides) and its findings; ChecksFailedError when any is an error
     (an export config is one: it is `radeonlab export`'s)."""
     spec = with_overrides(load(spec_path), list(overrides))
-    problems = check_spec(spec) + kinds.export_problems(spec, submitting=True)
+    problems = check_spec(spec) + name_overrides(kinds.export_problems(spec, submitting=True), spec.overrides)
     errors = [p for p in problems if p.severity == ERROR]
     if errors:
         raise ChecksFailedError(

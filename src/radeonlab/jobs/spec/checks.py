@@ -17,7 +17,7 @@ from typing import Any
 from radeonlab.errors import SpecError
 from radeonlab.jobs.spec import files, inputs, kinds, lf_args, lf_key_history, needs, ranges, tokens
 from radeonlab.jobs.spec.load import Spec
-from radeonlab.jobs.spec.problems import ERROR, INFO, WARNING, Problem
+from radeonlab.jobs.spec.problems import ERROR, INFO, WARNING, Problem, name_overrides
 
 DATASET_INFO = "dataset_info.json"  # extras/constants.py DATA_CONFIG
 MAX_INFO_BYTES = 16 << 20  # LLaMA-Factory's own dataset_info.json is 20 KB
@@ -104,7 +104,7 @@ def check_spec(spec: Spec, dataset_dir: Path | None = None) -> list[Problem]:
     problems += needs.key_problems(spec)
     problems += kinds.export_problems(spec, submitting=False)
     problems += _check_datasets(spec, dataset_dir)
-    return problems
+    return name_overrides(problems, spec.overrides)
 
 
 def _other_kind(train: dict[str, Any], known: dict[str, Any]) -> str | None:

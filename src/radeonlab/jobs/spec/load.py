@@ -104,10 +104,11 @@ class Spec:
         return self.path.parent
 
     def line_of(self, key: str) -> int:
-        """Line of a key (dotted for the block); 1 when unknown (e.g. a required key that is absent); 0 for a
-        key set by a command-line override (Problem prints it as such, not as line 1 of the file)."""
+        """Line of a key (dotted for the block); 1 when unknown (e.g. a required key that is absent); -n for
+        a key set by the n-th command-line override (problems.name_overrides turns it into the override's
+        own text: a typo there is not line 1 of the file)."""
         if key in self.overrides:
-            return 0
+            return -1 - list(self.overrides).index(key)
         return self.lines.get(key, 1)
 
     def dataset_dir(self) -> Path | None:

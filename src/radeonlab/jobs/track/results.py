@@ -92,10 +92,7 @@ def refuse_mixing(local_dir: Path, job_id: str) -> None:
     except (OSError, ValueError, AttributeError):
         return
     if other and other != job_id:
-        raise InputError(
-            f"{local_dir} holds the results of job {other}: fetch {job_id} into another folder "
-            f"(e.g. --to {local_dir / job_id})"
-        )
+        raise InputError(f"{local_dir} holds the results of job {other}: fetch {job_id} into another folder")
 
 
 def try_adapter(
