@@ -15,22 +15,31 @@ apt_packages=(debootstrap gnupg apt-utils openssh-client iproute2 util-linux sql
 missing=()
 for p in "${apt_packages[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
-  echo "bootstrap: apt-get install ${missing[*]}"
+  echo "bootstrap: machine packages: apt-get install ${missing[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null || PY=python3
-[ -x .venv/bin/python ] || "$PY" -m venv .venv
-# pip, quiet; without the warnings some machines' global pip settings print for every package
-pip_install() {
-  .venv/bin/pip install -q --disable-pip-version-check "$@" 2>&1 | { grep -v "is neither a file nor a directory" || true; }
-  return "${PIPESTATUS[0]}"
+[ -x .venv/bin/python ] || { echo "bootstrap: making .venv ($PY)"; "$PY" -m venv .venv; }
+# pip's output goes to a log file (one line per step here); a failure names it and shows its last lines.
+mkdir -p .venv/logs
+pip_install() {  # STEP-NAME PIP-ARGS...
+  local log=.venv/logs/pip-$1.log; shift
+  local t0=$SECONDS
+  if ! .venv/bin/pip install --disable-pip-version-check "$@" >"$log" 2>&1; then
+    echo "bootstrap: pip failed; its output: $log (last lines below)" >&2
+    tail -n 20 "$log" >&2
+    exit 1
+  fi
+  echo "bootstrap:   done in $((SECONDS - t0))s (pip's output: $log)"
 }
-pip_install -e ".[test,bench]"
+echo "bootstrap: pip: radeonlab and its test tools into .venv ..."
+pip_install radeonlab -e ".[test,bench]"
 # What the laptop side of the sandbox needs to make the tiny model and read adapters (torch, transformers,
 # tokenizers, peft): the versions come from src/radeonlab/roles/python_stack/defaults.py, the one place they are pinned.
 mapfile -t laptop_reqs < <(.venv/bin/python -m radeonlab.sandbox laptop-requirements)
-pip_install "${laptop_reqs[@]}"
+echo "bootstrap: pip: the laptop side's ${laptop_reqs[*]} (CPU torch: a minute or more the first time) ..."
+pip_install laptop "${laptop_reqs[@]}"
 echo "bootstrap: ready (.venv)"

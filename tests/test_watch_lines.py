@@ -51,3 +51,15 @@ def test_a_resume_says_from_which_checkpoint_it_starts() -> None:
     assert StepLines().lines(snap([Attempt(n=1, created_at="t"), resumed], []))[0] == (
         "attempt 2 (resume from checkpoint-40) starting"
     )
+
+
+def test_every_percent_prints_one_step_line_per_tenth_of_the_steps_and_the_last() -> None:
+    def steps(n: int) -> list[metrics.LogPoint]:
+        return [metrics.parse_line(f'{{"current_steps": {s}, "total_steps": {n}, "loss": 1.0}}') for s in
+                range(1, n + 1)]  # fmt: skip
+
+    printer = StepLines(every_percent=10)
+    lines = printer.lines(snap([Attempt(n=1, created_at="t")], steps(300)[:150]))
+    lines += printer.lines(snap([Attempt(n=1, created_at="t")], steps(300)[150:]))
+    assert [line.split()[1] for line in lines] == ["1/300", *[f"{s}/300" for s in range(30, 301, 30)]]
+    assert len(StepLines().lines(snap([Attempt(n=1, created_at="t")], steps(300)))) == 300

@@ -154,11 +154,15 @@ def status(ctx: click.Context, as_json: bool) -> None:
 
 @command.command("demo")
 @click.option("--keep", is_flag=True, help="keep the demo's sandbox host afterwards")
-def demo(keep: bool) -> None:
-    """The README demo: provision, submit, watch, fetch --try (its own state folder)."""
+@click.pass_context
+def demo(ctx: click.Context, keep: bool) -> None:
+    """The README demo: provision, submit, watch, fetch --try, in the sandbox's state dir (--state-dir,
+    $RADEONLAB_SANDBOX_DIR; one without other hosts). Short output: a line per phase, watch's live panel on a
+    terminal (a line per 10 % of the steps otherwise), the tools' output in STATE/logs; at the end what was
+    trained, the adapter's path and answer, and what is left behind."""
     from radeonlab.sandbox import demo as demo_module
 
-    raise SystemExit(demo_module.run(keep=keep))
+    raise SystemExit(demo_module.run(ctx.meta["radeonlab.sandbox.state_dir"], keep=keep))
 
 
 @command.command("laptop-requirements", hidden=True)  # internal: scripts/bootstrap.sh reads it

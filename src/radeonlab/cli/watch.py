@@ -1,8 +1,9 @@
 """`radeonlab watch JOB`: follow a job live until it ends.
 
 On a terminal: one panel updated in place (progress bar with ETA, last loss, a loss sparkline, lr, tokens/s,
-GPU readings, remedy attempts, queue position while queued). Otherwise one line per logged step (and a marker
-line where a remedy's or a resume's attempt starts), or JSON lines with --json. A dropped SSH connection is
+GPU readings, remedy attempts, queue position while queued). Otherwise one line per logged step (or, with
+--every PCT, one per PCT % of the steps, and the last step), a marker line where a remedy's or a resume's
+attempt starts, or JSON lines with --json. A dropped SSH connection is
 re-opened; the job itself never depends on it. The host side is one long-lived stream (jobs/host/stream.py).
 Exit status: 0 when the job succeeded, 1 otherwise.
 """
@@ -44,10 +45,24 @@ class StepLines:
     attempt (a remedy's, a resume's) starts with its own marker line, so a log reader sees where the steps
     start over: "attempt 2 (remedy: oom -> halve_batch) starting"."""
 
-    def __init__(self) -> None:
+    def __init__(self, every_percent: int = 0) -> None:
+        self.every_percent = every_percent  # 0: every logged step
+        self.next_step = 0  # with every_percent: the next step worth a line
         self.shown: dict[int, str] = {}
         self.started: set[int] = set()
         self.said_first = self.warned = False
+
+    def worth_a_line(self, point) -> bool:  # (LogPoint) -> bool
+        if point.loss is None:
+            return False
+        total = point.total_steps
+        if not self.every_percent or not total:
+            return True
+        if point.step < self.next_step and point.step != total:
+            return False
+        stride = max(1, total * self.every_percent // 100)
+        self.next_step = (point.step // stride + 1) * stride
+        return True
 
     def lines(self, snap) -> list[str]:  # (Snapshot) -> lines
         from radeonlab.cli.views import step_line
@@ -56,6 +71,7 @@ class StepLines:
         for attempt in snap.attempts:  # a remedy's new attempt, or how the last one ended
             if attempt.n > 1 and attempt.n not in self.started:
                 self.started.add(attempt.n)
+                self.next_step = 0  # its steps start over
                 out.append(attempt.start_line())
             line = attempt.line()
             if (attempt.n > 1 or attempt.state not in ("", "running")) and self.shown.get(attempt.n) != line:
@@ -64,7 +80,7 @@ class StepLines:
         if snap.first_step_after_submit_s is not None and not self.said_first:
             self.said_first = True
             out.append(f"first logged step {snap.first_step_after_submit_s:.0f}s after submit")
-        out += [step_line(point, snap.gpus) for point in snap.new_points if point.loss is not None]
+        out += [step_line(point, snap.gpus) for point in snap.new_points if self.worth_a_line(point)]
         if snap.warning and not self.warned:
             self.warned = True
             out.append(f"warning: {snap.warning.message}; likely causes:")
@@ -72,7 +88,9 @@ class StepLines:
         return out
 
 
-def watch_job(job_ref: str, inventory: str, host: str | None, as_json: bool = False) -> int:
+def watch_job(
+    job_ref: str, inventory: str, host: str | None, as_json: bool = False, every_percent: int = 0
+) -> int:
     """Watch until the job ends; returns the exit code (0: succeeded)."""
     from rich.console import Console
     from rich.live import Live
@@ -83,7 +101,7 @@ def watch_job(job_ref: str, inventory: str, host: str | None, as_json: bool = Fa
 
     console = Console()
     said = {"state": ""}
-    printer = StepLines()
+    printer = StepLines(every_percent)
     last = None
 
     def lines(snap) -> None:
@@ -142,7 +160,15 @@ def watch_job(job_ref: str, inventory: str, host: str | None, as_json: bool = Fa
 @click.command("watch", epilog=JOB_HELP)
 @job_options
 @json_option
-def command(job_ref: str, inventory: str | None, host: str | None, as_json: bool) -> None:
+@click.option(
+    "--every",
+    "every_percent",
+    type=click.IntRange(0, 100),
+    default=0,
+    metavar="PCT",
+    help="line mode (not a terminal): one step line per PCT % of the steps (and the last), not every step",
+)
+def command(job_ref: str, inventory: str | None, host: str | None, as_json: bool, every_percent: int) -> None:
     """Follow JOB live until it ends (a panel on a terminal, lines or --json lines otherwise); exit 0 if it
     succeeded."""
-    raise SystemExit(watch_job(job_ref, inventory_path(inventory), host, as_json))
+    raise SystemExit(watch_job(job_ref, inventory_path(inventory), host, as_json, every_percent))

@@ -81,35 +81,47 @@ def run_deploy(
     options: Sequence[str] = (),
     quiet: bool = True,
     cwd: Path | None = None,
+    log: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """`pyinfra -y [options] --limit NAME... <the sandbox inventory> <deploy>` (real SSH), inside serving().
-    `deploy`: pyinfra's `module.function` form, or a deploy file relative to `cwd` (a checkout)."""
+    `deploy`: pyinfra's `module.function` form, or a deploy file relative to `cwd` (a checkout).
+    With `log`, pyinfra's whole output goes to that file instead (quiet or not)."""
     pyinfra = str(Path(sys.executable).with_name("pyinfra"))
     limit = [arg for n in names for arg in ("--limit", n)]
-    return subprocess.run(
-        [pyinfra, "-y", *options, *limit, INVENTORY, deploy],
-        cwd=cwd or sandbox.state_dir,
-        env=sandbox_env(sandbox),
-        capture_output=quiet,
-        text=True,
-        timeout=DEPLOY_TIMEOUT_S,
-    )
+    with contextlib.ExitStack() as stack:
+        sink = stack.enter_context(log.open("w")) if log else None
+        return subprocess.run(
+            [pyinfra, "-y", *options, *limit, INVENTORY, deploy],
+            cwd=cwd or sandbox.state_dir,
+            env=sandbox_env(sandbox),
+            capture_output=quiet and sink is None,
+            stdout=sink,
+            stderr=subprocess.STDOUT if sink else None,
+            text=True,
+            timeout=DEPLOY_TIMEOUT_S,
+        )
 
 
 def provision_host(
-    sandbox: Sandbox, name: str, card: str | None = "rx7900xtx", *, quiet: bool = True
+    sandbox: Sandbox,
+    name: str,
+    card: str | None = "rx7900xtx",
+    *,
+    quiet: bool = True,
+    log: Path | None = None,
 ) -> Provisioned:
     """Create host `name` with simulated `card` and provision it with deploy/setup.py (real SSH)."""
-    return provision_hosts(sandbox, {name: card}, quiet=quiet)[name]
+    return provision_hosts(sandbox, {name: card}, quiet=quiet, log=log)[name]
 
 
 def provision_hosts(
-    sandbox: Sandbox, cards: dict[str, str | None], *, quiet: bool = True
+    sandbox: Sandbox, cards: dict[str, str | None], *, quiet: bool = True, log: Path | None = None
 ) -> dict[str, Provisioned]:
     """Create the hosts (name -> simulated card) and provision them in ONE pyinfra run (hosts in parallel).
 
     Hosts that already exist are reused (a re-run on a provisioned host is a cheap no-op). The SIMULATED
-    servers (serving) live only for the pyinfra run.
+    servers (serving) live only for the pyinfra run. With `log`, pyinfra's output goes to that file; a
+    failure names it and quotes its last 20 lines.
     """
     with serving(sandbox):
         for name in cards:  # a host left stopped by an earlier run (machine restart): made again, not reused
@@ -117,10 +129,12 @@ def provision_hosts(
                 sandbox.destroy_host(name)
         hosts = {n: sandbox.hosts.get(n) or sandbox.create_host(n, card=c) for n, c in cards.items()}
         start = time.monotonic()
-        done = run_deploy(sandbox, cards, quiet=quiet)
+        done = run_deploy(sandbox, cards, quiet=quiet, log=log)
         seconds = time.monotonic() - start
     if done.returncode != 0:
         tail = (done.stderr or "")[-3000:] if quiet else ""
+        if log:
+            tail = f"(pyinfra's output: {log})\n" + "\n".join(log.read_text().splitlines()[-20:])
         raise SandboxError(f"provisioning {', '.join(cards)} failed (exit {done.returncode}):\n{tail}")
     return {n: Provisioned(h, seconds) for n, h in hosts.items()}
 
