@@ -34,7 +34,7 @@ from typing import Any
 from radeonlab.contract.jobdir import FILES, read_json, start_time, write_json_atomic
 from radeonlab.contract.records import Attempt, JobRecord
 from radeonlab.contract.state import EndReason, JobState
-from radeonlab.jobs.host import health, metrics, notifier, remedies
+from radeonlab.jobs.host import health, metrics, notify_messenger, remedies
 from radeonlab.jobs.host.process import NO_ADAPTER, StateFile, has_result, now, start_training, stop_group
 
 SUPERVISE: dict[str, float] = {
@@ -113,7 +113,8 @@ class Supervisor:
         self.output = self.path(OUTPUT)
         self.child: subprocess.Popen | None = None
         self.signalled: int | None = None
-        self.notifier = notifier.Notifier.for_job(job_dir, self.job, self.env, argv[0])  # takes the URLs
+        # the messenger takes the URLs out of the training environment
+        self.notifier = notify_messenger.Notifier.for_job(job_dir, self.job, self.env, argv[0])
 
     def path(self, *names: str) -> str:
         return os.path.join(self.dir, *names)
@@ -247,7 +248,7 @@ class Supervisor:
         return None
 
     def notify(self, event: str, **fields: object) -> None:
-        """Tell the job's notification URLs (jobs/host/notifier.py); never waits, never fails the job."""
+        """Tell the job's notification URLs (jobs/host/notify_messenger.py); never waits or fails the job."""
         self.notifier.send(event, **fields)
 
     def cancelled(self) -> bool:

@@ -76,7 +76,8 @@ class RadeonlabBlock:
         default_factory=list
     )  # laptop variables sent as secrets (jobs/apply/secrets.py)
     limits: dict[str, float] = field(default_factory=dict)  # LIMIT_NAMES -> positive number
-    # Apprise URLs the workstation notifies (jobs/host/notify.py); None: the inventory's radeonlab_notify.
+    # Apprise URLs the workstation notifies (jobs/host/notify_send.py); None: the inventory's
+    # radeonlab_notify.
     # Secrets (tokens inside): they travel only in env.secret, and no message here quotes one.
     notify: list[str] | None = None
 

@@ -24,7 +24,7 @@
                                          # fails with an allocation error (and the OOM remedy) instead of
                                          # driving the host into swap or the kernel OOM killer
       notify: ["ntfys://{{ env.NTFY_TOPIC }}"]   # Apprise URLs the workstation tells when the job starts,
-                                         # logs its first step, takes a remedy, ends (jobs/host/notifier.py);
+                                         # logs its first step, takes a remedy, ends (notify_messenger.py);
                                          # secrets: env.secret only. Absent: the inventory's radeonlab_notify
 
 Values may use Jinja2 (`{{ env.USER }}`, `{{ spec_dir }}`), rendered in a sandbox with StrictUndefined and

@@ -28,7 +28,7 @@ from radeonlab.jobs.ssh.connection import Remote, connect
 from radeonlab.jobs.track import follow
 from radeonlab.jobs.track.handle import JobHandle
 
-HUB: dict[str, float] = {
+POLL: dict[str, float] = {
     "probe_s": 5.0,  # how often each host is asked for its record, GPU readings and job folders
     "probe_timeout_s": 20.0,  # a probe that takes longer marks the host unreachable
     "reconnect_s": 5.0,  # between attempts to reach a host that is down
@@ -119,14 +119,14 @@ class Lab:
                 if state.remote is None or not state.remote.is_active:
                     state.remote = connect(state.target)
                 self._probe(state)
-                wait = HUB["probe_s"]
+                wait = POLL["probe_s"]
             except RadeonlabError as exc:
                 self._unreachable(state, one_line(exc))
-                wait = HUB["reconnect_s"]
+                wait = POLL["reconnect_s"]
             except Exception as exc:  # a bug must not end the host's thread: show it, try again
                 log.exception("host %s", state.target.name)
                 self._unreachable(state, f"{type(exc).__name__}: {one_line(exc)}")
-                wait = HUB["reconnect_s"]
+                wait = POLL["reconnect_s"]
             self.stopping.wait(wait)
 
     def _unreachable(self, state: HostState, error: str) -> None:
@@ -139,7 +139,7 @@ class Lab:
 
     def _probe(self, state: HostState) -> None:
         assert state.remote is not None
-        answer = state.remote.tool("probe", ["--jobs", "full"], timeout=HUB["probe_timeout_s"]).last_json()
+        answer = state.remote.tool("probe", ["--jobs", "full"], timeout=POLL["probe_timeout_s"]).last_json()
         view = parse_probe(state.target.name, answer)
         record = view.record
         with self.lock:
@@ -164,7 +164,7 @@ class Lab:
                 self._follow(state, item, keep_going=True)
         finished = [i for i in view.jobs if i.get("rank", 0) == 0 and not i.get("alive")]
         finished.sort(key=lambda i: str(i.get("created_at") or ""), reverse=True)
-        for item in finished[: int(HUB["finished_per_host"])]:
+        for item in finished[: int(POLL["finished_per_host"])]:
             if item["id"] not in state.loaded and item["id"] not in state.followers:
                 state.loaded.add(item["id"])
                 self._follow(state, item, keep_going=False)
@@ -187,7 +187,7 @@ class Lab:
             say = lambda m: log.info("%s: %s", handle.id, m)  # noqa: E731
             try:
                 for event in handle.events(
-                    say, files, keep_going=keep_going, gpus_every=HUB["gpus_every_s"] if keep_going else 0.0
+                    say, files, keep_going=keep_going, gpus_every=POLL["gpus_every_s"] if keep_going else 0.0
                 ):
                     with self.lock:
                         view = self.jobs.get(handle.id)
