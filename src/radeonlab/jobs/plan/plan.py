@@ -38,7 +38,7 @@ from radeonlab.jobs.host.remedies import STEP_KEYS
 from radeonlab.jobs.plan import model as model_module
 from radeonlab.jobs.plan import nodes as nodes_module
 from radeonlab.jobs.plan import preflight
-from radeonlab.jobs.plan.placement import card_problems, estimate_train, free_memory, needs_of, place
+from radeonlab.jobs.plan.placement import Asks, asks_of, card_problems, estimate_train, free_memory, place
 from radeonlab.jobs.plan.render import Rendered, render
 from radeonlab.jobs.plan.uploads import Upload, local_dataset_info, uploads_of
 from radeonlab.jobs.spec import files as config_files
@@ -276,7 +276,7 @@ def cached_model_env(remote: Remote, record: HostRecord, model: model_module.Mod
 
 
 def choose_targets(
-    targets: dict[str, HostTarget], wanted: str | None, spec: Spec, needs: Any, count: int, say: Say
+    targets: dict[str, HostTarget], wanted: str | None, spec: Spec, asks: Asks, count: int, say: Say
 ) -> tuple[list[HostTarget], list[str], list[str]]:
     """(targets, why each, placement's lines): named with --host / the spec, else placement's best."""
     if wanted:
@@ -288,7 +288,7 @@ def choose_targets(
         lines.append(line)
         say(line)
 
-    chosen, decisions = place(targets, needs, count, say=tell)
+    chosen, decisions = place(targets, asks, count, say=tell)
     why = {d.host: d.reason for d in decisions}
     return chosen, [f"placement: {why[t.name]}" for t in chosen], lines
 
@@ -322,8 +322,8 @@ def plan_job(
     env_in = os.environ if environ is None else environ
     model = model_module.resolve(spec, model_module.endpoint_of(targets, env_in), env_in)
     clock.lap("model")
-    needs = needs_of(spec, model.config, model.note)
-    chosen, placed, lines = choose_targets(targets, host or spec.radeonlab.host, spec, needs, count, say)
+    asks = asks_of(spec, model.config, model.note)
+    chosen, placed, lines = choose_targets(targets, host or spec.radeonlab.host, spec, asks, count, say)
     clock.lap("placement")
     info = local_dataset_info(spec) or {}
     uploads = uploads_of(spec, model, info)
@@ -355,7 +355,7 @@ def plan_job(
         clock.lap("host record")
         records = [require_record(v, str(inventory)) for v in views]
         for record in records:
-            problems_here = card_problems(needs, record.training_gpus())
+            problems_here = card_problems(asks, record.training_gpus())
             if problems_here:
                 raise PlacementError(f"{record.host}: {'; '.join(problems_here)}")
             limits_problem = limit_problem(spec, record)
