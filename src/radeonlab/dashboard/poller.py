@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from radeonlab.contract.records import HostRecord, JobRecord, StateRecord
+from radeonlab.contract.records import HostRecord, StateRecord
 from radeonlab.dashboard.model import RESULTS, VIEW, JobView, host_row
 from radeonlab.errors import JobNotFoundError, RadeonlabError, TransportError, one_line
 from radeonlab.jobs.fleet.inventory import HostTarget
+from radeonlab.jobs.fleet.listing import ListedJob, jobs_of
 from radeonlab.jobs.fleet.probe import HostView, parse_probe, require_record
 from radeonlab.jobs.ssh.connection import Remote, connect
 from radeonlab.jobs.track import follow
@@ -142,42 +143,35 @@ class Lab:
         answer = state.remote.tool("probe", ["--jobs", "full"], timeout=POLL["probe_timeout_s"]).last_json()
         view = parse_probe(state.target.name, answer)
         record = view.record
+        listed = jobs_of(view)  # a multi-node job once, on its rank 0 (the listing service `list` uses)
         with self.lock:
             state.view, state.record = view, record
-            for item in view.jobs:
-                if item.get("rank", 0) != 0:
-                    continue  # a multi-node job is shown once, on its rank 0
-                job = JobRecord.from_dict(item["job"])
-                st = StateRecord.from_dict(item["state"]).reconciled(item.get("alive"))
-                known = self.jobs.get(job.id)
+            for job in listed:
+                known = self.jobs.get(job.job.id)
                 if known is None:
-                    self.jobs[job.id] = JobView.of(state.target.name, job, st, item.get("alive"))
-                elif job.id not in state.followers:
-                    known.set_job(job, st, item.get("alive"))
+                    self.jobs[job.job.id] = JobView.of(state.target.name, job.job, job.state, job.alive)
+                elif job.job.id not in state.followers:
+                    known.set_job(job.job, job.state, job.alive)
             self.bump()
         if record is None:
             return
-        live = [i for i in view.jobs if i.get("rank", 0) == 0 and i.get("alive")]
-        for item in live:
-            thread = state.followers.get(item["id"])
+        for job in (j for j in listed if j.alive):
+            thread = state.followers.get(job.job.id)
             if thread is None or not thread.is_alive():
-                self._follow(state, item, keep_going=True)
-        finished = [i for i in view.jobs if i.get("rank", 0) == 0 and not i.get("alive")]
-        finished.sort(key=lambda i: str(i.get("created_at") or ""), reverse=True)
-        for item in finished[: int(POLL["finished_per_host"])]:
-            if item["id"] not in state.loaded and item["id"] not in state.followers:
-                state.loaded.add(item["id"])
-                self._follow(state, item, keep_going=False)
+                self._follow(state, job, keep_going=True)
+        finished = sorted((j for j in listed if not j.alive), key=lambda j: j.job.created_at, reverse=True)
+        for job in finished[: int(POLL["finished_per_host"])]:
+            if job.job.id not in state.loaded and job.job.id not in state.followers:
+                state.loaded.add(job.job.id)
+                self._follow(state, job, keep_going=False)
 
-    def handle(self, state: HostState, item: dict[str, Any]) -> SharedHandle:
+    def handle(self, state: HostState, job: ListedJob) -> SharedHandle:
         assert state.remote is not None and state.record is not None
-        job = JobRecord.from_dict(item["job"])
-        st = StateRecord.from_dict(item["state"]).reconciled(item.get("alive"))
-        return SharedHandle(self.inventory, self.targets, state.target, state.remote, state.record, job, st,
-                            item.get("alive"))  # fmt: skip
+        return SharedHandle(self.inventory, self.targets, state.target, state.remote, state.record, job.job,
+                            job.state, job.alive)  # fmt: skip
 
-    def _follow(self, state: HostState, item: dict[str, Any], keep_going: bool) -> None:
-        handle = self.handle(state, item)
+    def _follow(self, state: HostState, job: ListedJob, keep_going: bool) -> None:
+        handle = self.handle(state, job)
         files = self.offsets.setdefault(
             handle.id,
             {follow.TRAINER_LOG: 0, follow.TRAIN_LOG: -int(VIEW["log_tail_bytes"]), RESULTS: 0},
@@ -213,13 +207,13 @@ class Lab:
         with self.lock:
             view = self.jobs.get(job_id)
             state = self.hosts.get(view.host) if view else None
-            item = next((i for i in state.view.jobs if i["id"] == job_id), None) if state else None
-        if state is None or item is None:
+            job = next((j for j in jobs_of(state.view) if j.job.id == job_id), None) if state else None
+        if state is None or job is None:
             raise JobNotFoundError(f"no job {job_id} on the dashboard's hosts")
         if state.remote is None or state.record is None:
             raise TransportError(f"{state.target.name} is not reachable now: {state.view.error}")
         require_record(state.view, self.inventory)
-        new_state, ranks = self.handle(state, item).cancel()
+        new_state, ranks = self.handle(state, job).cancel()
         failed = [f"rank {r.rank} on {r.host}: {r.error}" for r in ranks if r.error]
         if failed:
             raise TransportError(f"{job_id}: cancelled on rank 0; not on {'; '.join(failed)}")
