@@ -173,7 +173,9 @@ TARGETS: dict[str, Target] = {t.gfx: t for t in _ROWS}
 # ROCm Core SDK per-family apt packages `amdrocm<ver>-<family>`: rocm-bootstrap's sub-family, spelled as AMD's
 # install selector spells the package (rocm-facts.md apt layouts: -gfx110x (gfx1100-1103), -gfx120x,
 # -gfx103x, -gfx1150, -gfx1151, -gfx1152). RDNA3.5 has one package per target, not one for gfx115x; gfx1153
-# has none (it is served by the multi-arch layout only). Instinct targets have no per-family package.
+# has none (it is served by the multi-arch layout only). AMD's 7.13 selector also lists Instinct family
+# packages (-gfx950, -gfx94x, -gfx90a, -gfx908) and sends only gfx1030 to -gfx103x: both differences are
+# declared choices (amd_releases.DECLARED_CHOICES; tests/test_amd_world.py compares with sandbox/amdworld).
 SDK_FAMILY_BY_SUB_FAMILY: dict[str, str] = {"gfx10_3": "gfx103x", "gfx110x": "gfx110x", "gfx12_0": "gfx120x"}
 SDK_FAMILY_PER_TARGET = ("gfx1150", "gfx1151", "gfx1152")
 

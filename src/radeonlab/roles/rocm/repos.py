@@ -256,7 +256,7 @@ def coresdk_packages(data: Mapping[str, Any], gfx_targets: Iterable[str | None])
         families = {t: family_of(t) for t in targets}
         if missing := [t for t, f in families.items() if f is None]:
             raise ValueError(
-                f"AMD's per-family Core SDK packages serve no {', '.join(missing)} "
+                f"the per-family Core SDK packages radeonlab installs serve no {', '.join(missing)} "
                 "(set rocm_coresdk_layout: multi-arch)"
             )
         template = str(data["rocm_coresdk_package_template"])
