@@ -205,9 +205,8 @@ def apt_package_differences(p: Product) -> list[Difference]:
             continue
         out += [Difference("", f"amdrocm<ver>-{family}: AMD's selector sends {g} to it, the product does not")
                 for g in targets if g not in ours[family]]  # fmt: skip
-        out += [Difference("gfx103x-sub-family" if family == "gfx103x" else "",
-                           f"amdrocm<ver>-{family}: the product counts {g} in it, AMD's selector does not")
-                for g in ours[family] if g not in targets]  # fmt: skip
+        out += [Difference("", f"amdrocm<ver>-{family}: the product counts {g} in it, AMD's selector "
+                           "does not") for g in ours[family] if g not in targets]  # fmt: skip
     out += [Difference("", f"amdrocm<ver>-{f}: the product installs it, AMD lists none") for f in ours
             if f not in families]  # fmt: skip
     # facts -> commands: what the role installs for each such target is one of AMD's names

@@ -128,11 +128,6 @@ DECLARED_CHOICES: dict[str, str] = {
     "debian-provisioned": "Debian 12/13 provisioned for Radeon and Ryzen APUs, with a warning",
     # RHEL is in AMD's matrix; the role installs from apt repositories only and refuses it.
     "rhel-refused": "RHEL 10.2 / 9.8 refused (the role is apt-only)",
-    # Core SDK per-family apt packages (roles/gpu/table.py against sandbox/amdworld/coresdk-packages.yaml):
-    # AMD's 7.13 selector sends only gfx1030 to amdrocm<ver>-gfx103x; the GPU table counts rocm-bootstrap's
-    # whole gfx10_3 sub-family (gfx1030-1036) in it, so an RX 6700 XT is treated as native there. Not
-    # verified on a real card: AMD's documents name no gfx1031 code in that package.
-    "gfx103x-sub-family": "gfx1031-1036 counted in amdrocm<ver>-gfx103x beyond AMD's selector (gfx1030)",
     # The 7.13 selector's Instinct family packages (-gfx950, -gfx94x, -gfx90a, -gfx908): radeonlab provisions
     # Radeon workstations and APUs; an Instinct host is served by the multi-arch layout's per-target package.
     "instinct-no-family": "no per-family package for Instinct targets (multi-arch layout only)",
