@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -194,6 +195,28 @@ def test_a_copy_that_differs_from_the_hub_is_refused_and_taken_from_the_hub(flee
         assert snapshot_hashes(receiver, sha) == hub_hashes(sha)
     finally:  # the source's damaged blob goes: the next pull there fetches it whole from the Hub
         source.exec(f"rm -f {blob}")
+
+
+def test_a_job_on_a_host_without_the_model_takes_it_from_a_peer_not_the_hub(fleet: Fleet) -> None:
+    """Run after the pulls: the model is removed from one host, a job is submitted there; submit copies the
+    commit from another host's cache (checked against the Hub's ETags), the job runs offline, the Hub
+    sends no file."""
+    host = fleet.hosts["rx7900xtx"]
+    removed = fleet.cli("models", "rm", TINY_PUBLIC, "-i", INVENTORY, "--limit", host.name)
+    assert removed.exit_code == 0, removed.output
+    spec = write_spec(fleet.work, {"model_name_or_path": TINY_PUBLIC, "max_steps": 4}, name="from-peer.yaml")
+    mark = len(fleet.hub.transfers())
+    submitted = fleet.cli("submit", str(spec), "-i", INVENTORY, "--host", host.name)
+    assert submitted.exit_code == 0, submitted.output
+    assert re.search(
+        rf"copied from \S+'s model cache to {host.name} .*the job runs offline", submitted.output
+    )
+    job_id = re.search(r"submitted (\S+) to", submitted.stdout).group(1)  # type: ignore[union-attr]
+    watched = fleet.cli("watch", job_id, "-i", INVENTORY)
+    assert watched.stdout.strip().splitlines()[-1].startswith(f"{job_id}: succeeded"), watched.output
+    assert fleet.hub.transfers()[mark:] == [], fleet.hub.transfers()[mark:]
+    job = json.loads(host.exec(["cat", f"/home/lab/radeonlab/jobs/{job_id}/job.json"]).stdout)
+    assert job["env"].get("HF_HUB_OFFLINE") == "1", job["env"]
 
 
 def test_a_config_only_8b_is_refused_by_strict_on_the_16gb_card_and_accepted_on_the_24gb_one(

@@ -1,7 +1,9 @@
 """Each Hub file downloaded once per lab: a model one workstation's cache holds is copied to the others.
 
 `models pull` to several hosts pulls from the Hub on one of them (the lab cache host when the inventory
-names one, else the first selected host) and copies it from there to the rest.
+names one, else the first selected host) and copies it from there to the rest; a job placed on a host
+whose cache lacks its model first takes it from another host of the inventory that holds it
+(jobs/apply/submit.py), and asks the Hub only when none does.
 
 The laptop holds one SSH channel to each side and relays the bytes (jobs/host/modelpeer.py on both ends):
 the hosts need no login on each other, the copy is encrypted by SSH, and the Hub token goes to no host
@@ -16,13 +18,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from radeonlab.errors import ModelError
+from radeonlab.errors import ModelError, RadeonlabError, one_line
 from radeonlab.jobs.fleet.inventory import HostTarget
 from radeonlab.jobs.spec.hub import RepoFile
 from radeonlab.jobs.ssh.connection import Channel, Remote
 
 CACHE_HOST_KEY = "wheel_cache_host"  # roles/wheel_cache: the lab's cache host, the one with the uplink
 BUFFER = 1 << 20
+PEER_PROBE_S = 30.0  # a job's submit waits this long at most for the other hosts to say what they hold
 Progress = Callable[[int], None]
 
 
@@ -124,3 +127,50 @@ def copy_model(
             break
     return {"complete": bool(done.get("complete")), "copied": copied, "refused": refused}
 
+
+def from_peers(
+    model: Any, dest: Remote, record: Any, peers: Sequence[HostTarget], say: Callable[[str], None]
+) -> bool:
+    """Before a job on `dest` asks the Hub for its model: copy the commit from another host of the inventory
+    whose cache holds it whole (asked in parallel, PEER_PROBE_S at most). True: `dest` now holds it."""
+    from radeonlab.jobs.fleet.probe import read_host
+    from radeonlab.jobs.ssh.connection import connect
+    from radeonlab.jobs.ssh.group import each_host
+
+    others = [t for t in peers if t.name != dest.target.name]
+    if not (model.hub and model.sha and model.hub_files and others):
+        return False
+
+    def holder(remote: Remote) -> Any:
+        peer = read_host(remote, jobs="none").record
+        if peer is None:
+            return None
+        side = Side.of(remote, peer)
+        env = {"HF_HUB_CACHE": side.cache} if side.cache else None
+        done = remote.tool(
+            "models", ["complete", model.name, model.sha], python=side.python, env=env, check=False
+        )
+        return peer if done.exit_code == 0 and done.last_json().get("complete") else None
+
+    files = hub_files(model.hub_files)
+    for found in each_host(others, holder, PEER_PROBE_S):
+        if found.value is None:
+            continue
+        source = next(t for t in others if t.name == found.host)
+        try:
+            with connect(source) as remote:
+                done = copy_model(Side.of(remote, found.value), Side.of(dest, record), model.name, model.sha,
+                                  model.revision or "main", files)  # fmt: skip
+        except RadeonlabError as exc:
+            say(f"{model.name}: no copy from {source.name}: {one_line(exc)}")
+            continue
+        for why in done["refused"].values():
+            say(f"{model.name}: {dest.target.name} refused a copy from {source.name}: {why}")
+        if done["complete"]:
+            say(
+                f"{model.name}: copied from {source.name}'s model cache to {dest.target.name} "
+                f"({done['copied']:,} bytes, each file checked against the Hub's sha256 or ETag); "
+                "the job runs offline"
+            )
+            return True
+    return False
