@@ -9,6 +9,8 @@ import io
 import json
 from pathlib import Path
 
+import pytest
+
 from radeonlab.jobs.fleet.inventory import HostTarget
 from radeonlab.jobs.fleet.modelcopy import pick_source
 from radeonlab.jobs.host import modelpeer, models
@@ -101,3 +103,10 @@ def test_the_lab_cache_host_downloads_from_the_hub_else_the_first_selected() -> 
     assert pick_source([inventory["a"], inventory["b"]], inventory).name == "cache"
     plain = {n: HostTarget(n, n) for n in ("a", "b")}
     assert pick_source([plain["b"], plain["a"]], plain).name == "b"
+
+
+def test_receive_refuses_a_file_name_that_leaves_the_snapshot(tmp_path: Path) -> None:
+    files = [{**HUB_FILES[1], "path": "../../outside.json"}]
+    stdin = io.BytesIO(json.dumps({"files": files}).encode() + b"\n")
+    with pytest.raises(models.PullError, match="refusing the file name"):
+        modelpeer.receive(tmp_path / "dest", REPO, SHA, "main", stdin)

@@ -103,6 +103,9 @@ def receive(cache: Path, repo_id: str, sha: str, ref: str | None, stdin: BinaryI
     by_blob = {f["etag"]: f for f in files.values() if BLOB.match(f["etag"])}
     if len(by_blob) != len(files):
         raise models.PullError("bad_input", f"{repo_id}@{sha}: a file without a usable ETag from the Hub")
+    for path in files:  # the snapshot's links stay inside the snapshot, whatever the names say
+        if path.startswith("/") or ".." in Path(path).parts:
+            raise models.PullError("bad_input", f"{repo_id}@{sha}: refusing the file name {path!r}")
     need = [{"blob": b, "size": f["size"]} for b, f in sorted(by_blob.items()) if not (blobs / b).is_file()]
     out({"event": "need", "blobs": need})
     stored: list[str] = []
