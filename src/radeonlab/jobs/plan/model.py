@@ -59,6 +59,7 @@ class ModelInfo:
     offline: bool = False  # the Hub was unreachable: only a host whose cache has it can run the job
     size: int = 0  # bytes of the revision's files (Hub)
     note: str = ""  # why there is no config (the estimate is skipped, with this reason)
+    hub_files: tuple[hub.RepoFile, ...] = ()  # the Hub's files and ETags: a copy from a peer is checked
 
     @property
     def hub(self) -> bool:
@@ -120,6 +121,7 @@ def resolve(spec: Spec, endpoint: str | None = None, environ: Mapping[str, str] 
             endpoint=endpoint,
             size=sum(f.size for f in answer.files),
             note=note,
+            hub_files=answer.files,
         )
     if answer.answer is hub.Answer.UNREACHABLE:
         note = f"VRAM estimate skipped: the Hub is unreachable ({answer.message})"

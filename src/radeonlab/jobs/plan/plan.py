@@ -109,6 +109,7 @@ class JobPlan:
     allow_shared: bool = False
     placement: list[str] = field(default_factory=list)  # the lines placement printed
     timings: dict[str, float] = field(default_factory=dict)  # seconds per planning phase (submit --verbose)
+    peers: list[HostTarget] = field(default_factory=list, repr=False)  # hosts a Hub model may be copied from
     _secrets: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
@@ -346,6 +347,7 @@ def plan_job(
         sorted(secret),
         allow_shared=allow_shared,
         placement=lines,
+        peers=list(targets.values()),
         _secrets=secret,  # by name: a field added before it (timings) must not swallow the secrets
     )
     with contextlib.ExitStack() as opened:  # on any refusal below, every connection opened so far closes

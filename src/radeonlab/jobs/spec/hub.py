@@ -72,6 +72,8 @@ class Answer(StrEnum):
 class RepoFile:
     path: str
     size: int
+    etag: str = ""  # the Hub's ETag: an LFS file's sha256, else its git blob sha1 (the cached blob's name)
+    lfs: bool = False
 
 
 @dataclass(frozen=True)
@@ -240,7 +242,10 @@ class _Hub:
             raise self._other(exc) from exc
         if not info.sha:  # every answer of the Hub's model API names its commit
             raise self._other(ValueError(f"the Hub named no commit for {self.repo_id}"))
-        files = tuple(RepoFile(s.rfilename, s.size or 0) for s in info.siblings or ())
+        files = tuple(
+            RepoFile(s.rfilename, s.size or 0, s.lfs.sha256 if s.lfs else str(s.blob_id or ""), bool(s.lfs))
+            for s in info.siblings or ()
+        )
         gated = bool(info.gated)
         if gated:
             self._auth_check()  # before any cached file is trusted: access may have been withdrawn
