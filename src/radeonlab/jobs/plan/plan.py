@@ -44,6 +44,7 @@ from radeonlab.jobs.plan.uploads import Upload, local_dataset_info, uploads_of
 from radeonlab.jobs.spec import files as config_files
 from radeonlab.jobs.spec import hub, kinds, lf_args
 from radeonlab.jobs.spec import needs as needs_module
+from radeonlab.jobs.spec import paths as spec_paths
 from radeonlab.jobs.spec.checks import check_spec
 from radeonlab.jobs.spec.load import Spec, load, with_overrides
 from radeonlab.jobs.spec.problems import ERROR, Problem, name_overrides
@@ -351,9 +352,11 @@ def plan_job(
     with contextlib.ExitStack() as opened:  # on any refusal below, every connection opened so far closes
         remotes = [opened.enter_context(connect(t)) for t in chosen]
         clock.lap("connect")
-        views = [read_host(r) for r in remotes]
+        views = [read_host(r, paths=spec_paths.host_values(spec)) for r in remotes]  # one round trip
         clock.lap("host record")
         records = [require_record(v, str(inventory)) for v in views]
+        for view in views:  # the spec's workstation folders: each must be there (jobs/spec/paths.py)
+            spec_paths.refuse_missing(spec, spec_paths.OnHost(view.name, view.paths), say)
         for record in records:
             problems_here = card_problems(needs, record.training_gpus())
             if problems_here:
