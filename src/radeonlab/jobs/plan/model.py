@@ -25,6 +25,8 @@ from radeonlab.jobs.spec.paths import MODEL, host_paths, model_folder_problem
 __all__ = ["ModelInfo", "model_folder_problem", "resolve", "upload_files"]
 
 ENDPOINT_KEY = "radeonlab_hf_endpoint"  # host data: the Hub (or a lab mirror) jobs and the laptop ask
+
+
 def upload_files(folder: Path) -> list[Path]:
     """The files of a local model folder that are uploaded: its regular files, never a dotfile."""
     return sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
