@@ -402,7 +402,8 @@ def test_a_misspelt_key_without_history_still_gets_did_you_mean(work: Work) -> N
 
 
 # a workstation's Hub cache folder, as configs users post name it
-WS_CACHED = "/root/.cache/huggingface/hub/models--Qwen--Qwen2.5-0.5B/snapshots/" + "060db6499f32faf8b984" * 2
+WS_SHA = "060db6499f32faf8b98477b0a26969ef7d8b9987"
+WS_CACHED = f"/home/ml/.cache/huggingface/hub/models--Qwen--Qwen2.5-0.5B/snapshots/{WS_SHA}"
 # Absurd but legal: a warning with the reason; check exits 0 and submit goes on (to the closed host here).
 WARNING_ROWS: dict[str, tuple[dict[str, str], str]] = {
     "learning-rate-1e30": ({"learning_rate": "1.0e30"}, "`learning_rate: 1e+30` must be <= 1: legal, but"),

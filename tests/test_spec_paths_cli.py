@@ -25,7 +25,7 @@ from radeonlab.sandbox.tinymodel import MODEL_CONFIG
 from tests.test_bad_inputs import CLOSED_INVENTORY, HUB_ENV, HUB_MODEL
 
 SHA = "060db6499f32faf8b98477b0a26969ef7d8b9987"
-CACHE_FOLDER = f"/root/.cache/huggingface/hub/models--Qwen--Qwen2.5-0.5B/snapshots/{SHA}/"
+CACHE_FOLDER = f"/home/ml/.cache/huggingface/hub/models--Qwen--Qwen2.5-0.5B/snapshots/{SHA}/"
 
 
 @pytest.fixture
