@@ -280,6 +280,7 @@ def _set(w: Work, values: dict[str, str]) -> None:
     w.spec.write_text(text + ("radeonlab:\n" + "\n".join(block) + "\n" if block else ""))
 
 
+CACHED = "hub/models--Qwen--Qwen2.5-0.5B/snapshots/main"  # a Hub cache folder, relative and not here
 EPOCHS = {"max_steps": "-1"}  # the epoch rules apply when max_steps does not override num_train_epochs
 NAN = "is not a number: NaN passes every range check"
 VALUE_ROWS: dict[str, tuple[dict[str, str], str]] = {
@@ -341,6 +342,9 @@ VALUE_ROWS: dict[str, tuple[dict[str, str], str]] = {
                                "limit memory_gb must be a positive number (finite)"),
     "block-nodes-0": ({"radeonlab.nodes": "0"}, "nodes must be a whole number >= 1"),
     "block-nodes-fraction": ({"radeonlab.nodes": "1.5"}, "nodes must be a whole number >= 1"),
+    # paths as users write them (jobs/spec/paths.py; more in tests/test_spec_paths_cli.py)
+    "model-relative-hub-cache-folder": ({"model_name_or_path": CACHED},
+                                        f"`model_name_or_path: {CACHED}` is a Hugging Face cache folder"),
 }  # fmt: skip
 
 
@@ -397,6 +401,9 @@ def test_a_misspelt_key_without_history_still_gets_did_you_mean(work: Work) -> N
     assert checked.exit_code == 1 and "(fix: did you mean `lora_rank`?)" in checked.output, checked.output
 
 
+# a workstation's Hub cache folder, as configs users post name it
+WS_SHA = "060db6499f32faf8b98477b0a26969ef7d8b9987"
+WS_CACHED = f"/home/ml/.cache/huggingface/hub/models--Qwen--Qwen2.5-0.5B/snapshots/{WS_SHA}"
 # Absurd but legal: a warning with the reason; check exits 0 and submit goes on (to the closed host here).
 WARNING_ROWS: dict[str, tuple[dict[str, str], str]] = {
     "learning-rate-1e30": ({"learning_rate": "1.0e30"}, "`learning_rate: 1e+30` must be <= 1: legal, but"),
@@ -405,6 +412,15 @@ WARNING_ROWS: dict[str, tuple[dict[str, str], str]] = {
     "max-steps-0": ({"max_steps": "0"}, "`max_steps: 0` must be other than 0: max_steps 0 trains no step"),
     "zero-epochs": ({"num_train_epochs": "0", **EPOCHS}, "`num_train_epochs: 0` must be > 0: 0 epochs"),
     "lora-dropout-1": ({"lora_dropout": "1.0"}, "`lora_dropout: 1` must be < 1: a dropout of 1 zeroes"),
+    # a folder on the workstation: looked for there by submit and `check --host` (test_host_paths_e2e.py)
+    "model-folder-on-the-workstation": ({"model_name_or_path": "/data/models/llama-3-8b"},
+                                        "`model_name_or_path: /data/models/llama-3-8b` is not on this "
+                                        "laptop: submit looks for it on the workstation"),
+    "adapter-folder-on-the-workstation": ({"adapter_name_or_path": "/workspace/runs/sft-1"},
+                                          "`adapter_name_or_path: /workspace/runs/sft-1` is not on this"),
+    "model-absolute-hub-cache-folder": ({"model_name_or_path": WS_CACHED},
+                                        f"`model_name_or_path: {WS_CACHED}` is not on this laptop: a Hugging "
+                                        "Face cache folder; name the model by its Hub id"),
 }  # fmt: skip
 
 

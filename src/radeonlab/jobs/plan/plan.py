@@ -23,14 +23,7 @@ from typing import Any
 from radeonlab.contract.jobdir import JobDir
 from radeonlab.contract.jobid import new_job_id
 from radeonlab.contract.records import Attempt, GpuRecord, HostRecord, JobRecord
-from radeonlab.errors import (
-    ChecksFailedError,
-    InputError,
-    InventoryError,
-    ModelError,
-    PlacementError,
-    shown,
-)
+from radeonlab.errors import ChecksFailedError, InputError, InventoryError, ModelError, PlacementError, shown
 from radeonlab.jobs.apply import secrets
 from radeonlab.jobs.fleet.inventory import HostTarget, get_host, load_inventory
 from radeonlab.jobs.fleet.probe import CPU_SLOT, HostView, read_host, require_record
@@ -44,6 +37,7 @@ from radeonlab.jobs.plan.uploads import Upload, local_dataset_info, uploads_of
 from radeonlab.jobs.spec import files as config_files
 from radeonlab.jobs.spec import hub, kinds, lf_args
 from radeonlab.jobs.spec import needs as needs_module
+from radeonlab.jobs.spec import paths as spec_paths
 from radeonlab.jobs.spec.checks import check_spec
 from radeonlab.jobs.spec.load import Spec, load, with_overrides
 from radeonlab.jobs.spec.problems import ERROR, Problem, name_overrides
@@ -353,9 +347,10 @@ def plan_job(
     with contextlib.ExitStack() as opened:  # on any refusal below, every connection opened so far closes
         remotes = [opened.enter_context(connect(t)) for t in chosen]
         clock.lap("connect")
-        views = [read_host(r) for r in remotes]
+        views = [read_host(r, paths=spec_paths.host_values(spec)) for r in remotes]  # one round trip
         clock.lap("host record")
         records = [require_record(v, str(inventory)) for v in views]
+        spec_paths.refuse_missing(spec, views, say)  # the spec's workstation folders must be there
         for record in records:
             problems_here = card_problems(asks, record.training_gpus())
             if problems_here:

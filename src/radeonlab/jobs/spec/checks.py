@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from radeonlab.errors import SpecError
-from radeonlab.jobs.spec import files, inputs, kinds, lf_args, lf_key_history, needs, ranges, tokens
-from radeonlab.jobs.spec.load import Spec
+from radeonlab.jobs.spec import files, inputs, kinds, lf_args, lf_key_history, needs, paths, ranges, tokens
+from radeonlab.jobs.spec.load import DEFAULT_DATASET_DIR, Spec
 from radeonlab.jobs.spec.problems import ERROR, INFO, WARNING, Problem, name_overrides
 
 DATASET_INFO = "dataset_info.json"  # extras/constants.py DATA_CONFIG
@@ -58,7 +58,9 @@ OTHER_CONFIG_KINDS: dict[str, tuple[str, ...]] = {
 MEGATRON_KEYS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "expert_model_parallel_size")
 
 
-def check_path(path: str | Path, dataset_dir: Path | None = None) -> list[Problem]:
+def check_path(
+    path: str | Path, dataset_dir: Path | None = None, on_host: paths.OnHost | None = None
+) -> list[Problem]:
     """Load and check a spec file; a spec that cannot be loaded is one error Problem."""
     from radeonlab.jobs.spec import load as spec_module
 
@@ -66,11 +68,14 @@ def check_path(path: str | Path, dataset_dir: Path | None = None) -> list[Proble
         loaded = spec_module.load(path)
     except SpecError as err:
         return [Problem(err.file, err.line, err.message)]
-    return check_spec(loaded, dataset_dir=dataset_dir)
+    return check_spec(loaded, dataset_dir=dataset_dir, on_host=on_host)
 
 
-def check_spec(spec: Spec, dataset_dir: Path | None = None) -> list[Problem]:
-    """All problems of a loaded spec. dataset_dir overrides where the spec's `dataset_dir` points."""
+def check_spec(
+    spec: Spec, dataset_dir: Path | None = None, on_host: paths.OnHost | None = None
+) -> list[Problem]:
+    """All problems of a loaded spec. dataset_dir overrides where the spec's `dataset_dir` points; on_host:
+    what a host holds of the spec's workstation folders (`check --host`; without it they are warnings)."""
     file = str(spec.path)
     problems = [Problem(file, line, message) for line, message in spec.block_problems]
     train = spec.train
@@ -99,6 +104,7 @@ def check_spec(spec: Spec, dataset_dir: Path | None = None) -> list[Problem]:
     problems += _check_combinations(spec)
     problems += files.block_file_problems(spec)
     problems += files.file_problems(spec)
+    problems += paths.host_path_problems(spec, on_host)
     problems += files.output_problems(spec)
     problems += ranges.range_problems(spec)
     problems += needs.key_problems(spec)
@@ -305,9 +311,8 @@ def _check_datasets(spec: Spec, override: Path | None) -> list[Problem]:
             )
         )
     elif any(name not in generated for _, name in wanted):
-        info, problem = _read_info(
-            info_path, file, spec.line_of("dataset_dir") if "dataset_dir" in train else 1
-        )
+        line = spec.line_of("dataset_dir") if "dataset_dir" in train else 1
+        info, problem = _read_info(info_path, file, line, spec if override is None else None)
         if problem:
             return out + [problem]
 
@@ -399,16 +404,20 @@ def _check_datasets(spec: Spec, override: Path | None) -> list[Problem]:
     return out
 
 
-def _read_info(path: Path | None, file: str, line: int) -> tuple[dict[str, Any] | None, Problem | None]:
+def _read_info(
+    path: Path | None, file: str, line: int, spec: Spec | None = None
+) -> tuple[dict[str, Any] | None, Problem | None]:
     assert path is not None
     if not os.path.lexists(path):
-        return None, Problem(
-            file,
-            line,
-            f"{path} not found: LLaMA-Factory cannot resolve the dataset names",
-            ERROR,
-            "set dataset_dir to the folder holding dataset_info.json (relative to the spec)",
-        )
+        # In an LLaMA-Factory checkout, `data` is read from its working folder: the fix is the spec-relative
+        # spelling, found the way files.py finds a deepspeed file written relative to the checkout's root.
+        value = str(spec.train.get("dataset_dir", DEFAULT_DATASET_DIR)) if spec else ""
+        found = files.found_elsewhere(spec, value, DATASET_INFO) if spec else None
+        where = f"; LLaMA-Factory, run from its checkout, reads {found / DATASET_INFO}" if found else ""
+        message = f"{path} not found (radeonlab reads dataset_dir relative to the spec's folder){where}"
+        fix = files.spec_relative_fix(spec, "dataset_dir", value, DATASET_INFO) if found and spec else None
+        fix = fix or "set dataset_dir to the folder holding dataset_info.json (relative to the spec)"
+        return None, Problem(file, line, message, ERROR, fix)
     try:
         data = json.loads(inputs.read_limited(path, MAX_INFO_BYTES).decode("utf-8"))
     except inputs.Refused as err:

@@ -44,6 +44,7 @@ from huggingface_hub.errors import (
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status, validate_repo_id
 
 from radeonlab.jobs.fleet.store import db_path
+from radeonlab.jobs.spec.paths import hub_cache_fix, local_path
 
 # The client's default endpoint (huggingface_hub/constants.py) when neither the caller nor HF_ENDPOINT says.
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -160,11 +161,13 @@ def resolve_model(
         return ModelAnswer(
             Answer.MALFORMED, str(value), f"model_name_or_path {value!r}: not a model id or folder"
         )
-    folder = (base_dir / value).expanduser().resolve()
+    folder = local_path(base_dir, value)
     if folder.is_dir():
         return _local(value, folder, revision)
     if PATH_LIKE.search(value):
-        return ModelAnswer(Answer.NO_SUCH_PATH, value, f"{value}: no such local folder ({folder})")
+        cached = hub_cache_fix(value)  # a Hub cache folder copied from another machine: its Hub id
+        fix = f" (fix: {cached})" if cached else ""
+        return ModelAnswer(Answer.NO_SUCH_PATH, value, f"{value}: no such local folder ({folder}){fix}")
     try:
         validate_repo_id(value)
     except HFValidationError as exc:

@@ -63,6 +63,7 @@ from radeonlab.jobs.spec.block import (  # the block's types, re-exported: a spe
     Remedy,
     parse_block,
 )
+from radeonlab.jobs.spec.paths import local_path
 
 __all__ = [
     "BLOCK_KEY",
@@ -120,7 +121,7 @@ class Spec:
             or value.startswith(REMOTE_DATASET_DIR_PREFIX)
         ):
             return None
-        return (self.base_dir / value).resolve()
+        return local_path(self.base_dir, value)  # `~` as for every path key
 
 
 # ------------------------------------------------------------------------------------------------ loading
