@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from radeonlab.errors import SpecError
-from radeonlab.jobs.spec import files, inputs, kinds, lf_args, lf_key_history, needs, ranges, tokens
+from radeonlab.jobs.spec import files, inputs, kinds, lf_args, lf_key_history, lf_rules, needs, ranges, tokens
 from radeonlab.jobs.spec.load import Spec
 from radeonlab.jobs.spec.problems import ERROR, INFO, WARNING, Problem, name_overrides
 
@@ -81,6 +81,8 @@ def check_spec(spec: Spec, dataset_dir: Path | None = None) -> list[Problem]:
         return problems + [
             Problem(file, 1, f"not a LLaMA-Factory training spec: {other}; nothing checked", WARNING)
         ]
+    if kinds.kind(spec) == kinds.EVAL:
+        return problems + [kinds.eval_problem(spec)]
     megatron = any(k in train for k in MEGATRON_KEYS)
     if megatron:
         problems.append(
@@ -97,6 +99,8 @@ def check_spec(spec: Spec, dataset_dir: Path | None = None) -> list[Problem]:
         problems += _check_key(spec, key, value, known, megatron)
     problems += tokens.credential_problems(spec)
     problems += _check_combinations(spec)
+    if kinds.kind(spec) == kinds.TRAIN:  # get_train_args' rules; chat and export configs have their own
+        problems += lf_rules.rule_problems(spec) + kinds.run_problems(spec)
     problems += files.block_file_problems(spec)
     problems += files.file_problems(spec)
     problems += files.output_problems(spec)
