@@ -15,7 +15,18 @@ from pathlib import Path
 from typing import Any
 
 from radeonlab.errors import SpecError
-from radeonlab.jobs.spec import files, inputs, kinds, lf_args, lf_key_history, needs, paths, ranges, tokens
+from radeonlab.jobs.spec import (
+    files,
+    inputs,
+    kinds,
+    lf_args,
+    lf_key_history,
+    lf_rules,
+    needs,
+    paths,
+    ranges,
+    tokens,
+)
 from radeonlab.jobs.spec.load import DEFAULT_DATASET_DIR, Spec
 from radeonlab.jobs.spec.problems import ERROR, INFO, WARNING, Problem, name_overrides
 
@@ -86,6 +97,8 @@ def check_spec(
         return problems + [
             Problem(file, 1, f"not a LLaMA-Factory training spec: {other}; nothing checked", WARNING)
         ]
+    if kinds.kind(spec) == kinds.EVAL:
+        return problems + [kinds.eval_problem(spec)]
     megatron = any(k in train for k in MEGATRON_KEYS)
     if megatron:
         problems.append(
@@ -102,6 +115,8 @@ def check_spec(
         problems += _check_key(spec, key, value, known, megatron)
     problems += tokens.credential_problems(spec)
     problems += _check_combinations(spec)
+    if kinds.kind(spec) == kinds.TRAIN:  # get_train_args' rules; chat and export configs have their own
+        problems += lf_rules.rule_problems(spec) + kinds.run_problems(spec)
     problems += files.block_file_problems(spec)
     problems += files.file_problems(spec)
     problems += paths.host_path_problems(spec, on_host)
@@ -221,52 +236,24 @@ def _type_ok(value: Any, types: list[str]) -> bool:
 
 def _check_combinations(spec: Spec) -> list[Problem]:
     file, train, out = str(spec.path), spec.train, []
+
+    def add(line: int, message: str, severity: str, fix: str) -> None:
+        out.append(Problem(file, line, message, severity, fix))
+
     if train.get("bf16") is True and train.get("fp16") is True:
-        out.append(
-            Problem(
-                file,
-                spec.line_of("fp16"),
-                "bf16 and fp16 are both true (transformers refuses it)",
-                ERROR,
-                "keep one: bf16 on RDNA3/CDNA cards that support it, else fp16",
-            )
-        )
+        add(spec.line_of("fp16"), "bf16 and fp16 are both true (transformers refuses it)", ERROR,
+            "keep one: bf16 on RDNA3/CDNA cards that support it, else fp16")  # fmt: skip
     if "model_name_or_path" not in train:
-        out.append(
-            Problem(
-                file,
-                1,
-                "`model_name_or_path` is missing (LLaMA-Factory: `Please provide model_name_or_path`)",
-                ERROR,
-                "add model_name_or_path: <hub id or local folder>",
-            )
-        )
-    do_train = train.get("do_train") is True
+        add(1, "`model_name_or_path` is missing (LLaMA-Factory: `Please provide model_name_or_path`)", ERROR,
+            "add model_name_or_path: <hub id or local folder>")  # fmt: skip
     named = train.get("dataset") or spec.radeonlab.datasets  # render fills `dataset` from the block's
-    if do_train and not named and not train.get("tokenized_path"):
-        out.append(
-            Problem(
-                file,
-                spec.line_of("do_train"),
-                "do_train is true but no `dataset` is given",
-                ERROR,
-                "add dataset: <names from dataset_info.json>",
-            )
-        )
-    if (
-        not any(train.get(k) is True for k in ("do_train", "do_eval", "do_predict"))
-        and "export_dir" not in train
-    ):
-        out.append(
-            Problem(
-                file,
-                1,
-                "none of do_train/do_eval/do_predict is true: `llamafactory-cli train` would "
-                "load the model and do nothing",
-                WARNING,
-                "add do_train: true for a training job",
-            )
-        )
+    if train.get("do_train") is True and not named and not train.get("tokenized_path"):
+        add(spec.line_of("do_train"), "do_train is true but no `dataset` is given", ERROR,
+            "add dataset: <names from dataset_info.json>")  # fmt: skip
+    runs = any(train.get(k) is True for k in ("do_train", "do_eval", "do_predict"))
+    if not runs and "export_dir" not in train:
+        add(1, "none of do_train/do_eval/do_predict is true: `llamafactory-cli train` would load the model "
+            "and do nothing", WARNING, "add do_train: true for a training job")  # fmt: skip
     return out
 
 
