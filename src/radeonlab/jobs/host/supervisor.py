@@ -28,11 +28,11 @@ import signal
 import subprocess
 import time
 from dataclasses import replace
-from types import SimpleNamespace
 from typing import Any
 
 from radeonlab.contract.jobdir import FILES, read_json, start_time, write_json_atomic
 from radeonlab.contract.records import Attempt, JobRecord
+from radeonlab.contract.remedy import Remedy
 from radeonlab.contract.state import EndReason, JobState
 from radeonlab.jobs.host import health, metrics, notify_messenger, remedies
 from radeonlab.jobs.host.process import NO_ADAPTER, StateFile, has_result, now, start_training, stop_group
@@ -135,10 +135,10 @@ class Supervisor:
         self.notifier.finished(end, reason, attempt.n if attempt else None)  # queued, then the pipe closes
         return self.states.finish(end, reason, exit_code, attempt=attempt.n if attempt else None, **ids)
 
-    def spec_remedies(self) -> dict[str, Any]:
-        """The spec's switches (job.json "remedies") as the objects remedies.next_attempt reads."""
+    def spec_remedies(self) -> dict[str, Remedy]:
+        """The spec's switches (job.json "remedies"), typed as the spec reader made them."""
         return {
-            name: SimpleNamespace(enabled=bool(r.get("enabled", True)), steps=list(r.get("steps") or []))
+            name: Remedy(enabled=bool(r.get("enabled", True)), steps=list(r.get("steps") or []))
             for name, r in (self.job.remedies or {}).items()
         }
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from radeonlab.contract.remedy import Remedy
 from radeonlab.jobs.host.remedies import LADDERS, STEPS
 
 BLOCK_KEY = "radeonlab"
@@ -27,14 +28,6 @@ class Placement:
     host_group: str | None = None
     gfx_family: str | None = None  # e.g. "gfx11" (RDNA3) or an exact target "gfx1100"
     min_vram_gb: float | None = None
-
-
-@dataclass
-class Remedy:
-    """One automatic remedy: on/off, and optionally the ordered steps to try (names defined by the runner)."""
-
-    enabled: bool = True
-    steps: list[str] = field(default_factory=list)  # empty: the runner's default ladder
 
 
 @dataclass
