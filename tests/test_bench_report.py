@@ -186,7 +186,9 @@ def test_the_models_pull_rows_say_where_the_pulls_time_goes() -> None:
         "each file sent whole 1/2 time(s); the pull took 30.0s: the Hub download at the link 18.6s, the "
         "fan-out 4.0s (measured apart), the rest 7.4s (CLI start, resolve, host records, tool starts)"
     )
-    assert fanned.startswith("copy to 2 hosts in parallel 4.00s (the receivers check every file); raw `cat`")
+    assert fanned.startswith(
+        "copy to 2 other host(s) at once 4.00s (the receivers check every file); raw `cat`"
+    )
     assert "3.40s" in fanned
 
 

@@ -52,13 +52,19 @@ def _parallel(dests: list[HostTarget], one: Callable[[HostTarget], Any]) -> tupl
 
 
 def fan_out(
-    source: HostTarget, dests: list[HostTarget], repo_id: str, sha: str, files: list[dict[str, Any]]
+    source: HostTarget,
+    record: Any,
+    dests: list[HostTarget],
+    repo_id: str,
+    sha: str,
+    files: list[dict[str, Any]],
 ) -> tuple[float, list[dict[str, Any]]]:
-    """The product's copy from `source`'s cache to every host of `dests`, in parallel."""
+    """The product's copy from `source`'s cache to every host of `dests`, in parallel, as `models pull` runs
+    it after the Hub download: the source's host record already read (`record`), each receiver's read."""
 
     def one(dest: HostTarget) -> dict[str, Any]:
         with connect(source) as tx, connect(dest) as rx:
-            src = modelcopy.Side.of(tx, read_host(tx, jobs="none").record)
+            src = modelcopy.Side.of(tx, record)
             dst = modelcopy.Side.of(rx, read_host(rx, jobs="none").record)
             done = modelcopy.copy_model(src, dst, repo_id, sha, "main", files)
         if not done["complete"] or done["refused"]:
@@ -130,7 +136,8 @@ def bench_models_pull(
             done = cli(env, "models", "pull", repo_id, "-i", INVENTORY, "--limit", ",".join(names), "--json")
             pull_s = time.perf_counter() - start
             sent = [t for t in hub.transfers()[mark:] if t.repo_id == repo_id]
-            answer = resolver.resolve_model(repo_id, endpoint=hub.url)
+            # the Hub's answer the copies are checked against (sizes, sha256s, ETags), as `models pull` has it
+            answer = resolver.resolve_model(repo_id, endpoint=hub.url, cache_dir=work / "laptop-cache")
         finally:
             for h in hosts:
                 h.drop_data(ENDPOINT)
@@ -141,9 +148,10 @@ def bench_models_pull(
     dests = [inventory[n] for n in names if n != source_name]
     sha = str(pulled[source_name]["sha"])
     cli(env, "models", "rm", repo_id, "-i", INVENTORY, "--limit", ",".join(d.name for d in dests))
-    fanout_s, copies = fan_out(source, dests, repo_id, sha, modelcopy.hub_files(answer.files))
     with connect(source) as remote:
-        cache = read_host(remote, jobs="none").record.model_cache or "~/.cache/huggingface/hub"
+        record = read_host(remote, jobs="none").record
+    fanout_s, copies = fan_out(source, record, dests, repo_id, sha, modelcopy.hub_files(answer.files))
+    cache = record.model_cache or "~/.cache/huggingface/hub"
     snapshot = f"{_in_home(cache)}/models--{repo_id.replace('/', '--')}/snapshots/{sha}"
     raw_s, received = raw_stream(source, dests, snapshot)
     for h in hosts:

@@ -142,7 +142,8 @@ def _models_pull_rows(m: dict[str, Any]) -> list[tuple[str, str, str]]:
         "records, tool starts)"
     )
     fanned = (
-        f"copy to {m['hosts'] - 1} hosts in parallel {m['fanout_s']:.2f}s (the receivers check every file); "
+        f"copy to {m['hosts'] - 1} other host(s) at once {m['fanout_s']:.2f}s (the receivers check every "
+        "file); "
         f"raw `cat` stream of the same bytes, relayed the same way {m['raw_stream_s']:.2f}s; the rest is "
         "the tools' start and the checks"
     )
