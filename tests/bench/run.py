@@ -2,8 +2,9 @@
 
     .venv/bin/python -m tests.bench.run --out bench.json [--hosts 3] [--sizes-mb 100,1000] [--watch-s 30]
     .venv/bin/python -m tests.bench.run --markdown bench.json   # docs/benchmarks.md's table from that JSON
-    .venv/bin/python -m tests.bench.run --out b.json --reduced  # smoke: 1 host per engine, 1 round, 8 MB,
-                                                                # 5 s, the Hub row on the tiny model
+    .venv/bin/python -m tests.bench.report > docs/benchmarks.md # the whole page, from last-run-full.json
+    .venv/bin/python -m tests.bench.run --out b.json --reduced  # smoke: 2 hosts per engine, 1 round, 8 MB,
+                                                                # 5 s, the Hub rows on the tiny model
 
 On SIMULATED workstations (radeonlab/sandbox, a temporary state dir, destroyed at the end):
 1. provisioning (tests/bench/provisioning.py): the first `pyinfra -y inventories/sandbox.py deploy/setup.py`
@@ -18,6 +19,9 @@ On SIMULATED workstations (radeonlab/sandbox, a temporary state dir, destroyed a
    own start-up; the same job twice on a model of the SIMULATED Hub over a SIMULATED link (issue 11: the
    second finds it in the host's cache; the larger bench model, or the tiny one with --reduced);
    `watch`'s CPU cost on the host.
+4. models_pull (tests/bench/modelpull.py): `models pull` of the Hub row's model to N provisioned hosts, the
+   bytes the SIMULATED Hub served over the model's bytes, and the LAN fan-out against the raw host-to-host
+   stream of the same bytes.
 Training runs on the hosts' CPU (torch there is a CPU build standing in for ROCm torch): the submit and
 watch numbers include that CPU contention, as on a busy workstation.
 """
@@ -39,10 +43,10 @@ from radeonlab.jobs.fleet.inventory import load_inventory
 from radeonlab.roles.python_stack.defaults import DEFAULTS as STACK_DEFAULTS
 from radeonlab.sandbox import reap
 from radeonlab.sandbox.hosts import Sandbox
-from tests.bench import data, jobs, provisioning
-from tests.bench.report import markdown, table, write_docs
+from tests.bench import data, jobs, modelpull, provisioning
+from tests.bench.report import GOALS, markdown, table, write_docs
 
-REDUCED = {"hosts": 1, "rounds": 1, "submit_rounds": 1, "sizes_mb": [8], "watch_s": 5.0, "hub_model": "tiny"}
+REDUCED = {"hosts": 2, "rounds": 1, "submit_rounds": 1, "sizes_mb": [8], "watch_s": 5.0, "hub_model": "tiny"}
 
 
 def machine() -> dict[str, Any]:
@@ -71,7 +75,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="print docs/benchmarks.md's table from a run's JSON; runs nothing",
     )
     parser.add_argument(
-        "--write-docs", action="store_true", help="with --markdown: write the table into docs/benchmarks.md"
+        "--write-docs",
+        action="store_true",
+        help="with --markdown: write docs/benchmarks.md from it (as python -m tests.bench.report JSON)",
     )
     parser.add_argument("--hosts", type=int, default=3)
     parser.add_argument(
@@ -91,7 +97,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--hub-link-mbit", type=float, default=jobs.HUB_LINK_MBIT_S,
         help="the SIMULATED Hub's link rate in Mbit/s for the Hub row",
     )  # fmt: skip
-    parser.add_argument("--only", default="provisioning,data,submit,hub,watch", help="sections to run")
+    parser.add_argument(
+        "--only", default="provisioning,data,submit,hub,watch,models_pull", help="sections to run"
+    )
     parser.add_argument("--reduced", action="store_true", help="CI's smoke run: " + json.dumps(REDUCED))
     args = parser.parse_args(argv)
     if not args.markdown and args.out is None:
@@ -113,6 +121,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             return
         try:
             result[section] = measure()
+            # the goals the row was measured against, as data beside it (report.GOALS: issue 15, 11, 28)
+            result[section]["goals"] = {k: v for k, v in GOALS.items() if k.split(".")[0] == section}
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - one section's failure must not lose the rest
             result.setdefault("errors", {})[section] = f"{type(exc).__name__}: {str(exc)[-3000:]}"
             print(f"{section} FAILED: {str(exc)[-3000:]}", flush=True)
@@ -137,10 +147,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 sbx, args.hosts, args.rounds, env, work / "ansible"))  # fmt: skip
             if "provisioning" in result.get("errors", {}):
                 sbx.destroy_all()  # start the other rows from one freshly provisioned host
-            if not sbx.hosts:  # --only without provisioning: one provisioned host for the other rows
+            if not sbx.hosts:  # --only without provisioning: provisioned hosts for the other rows
+                want = args.hosts if "models_pull" in wanted else 1
                 with provisioning.served(sbx):
-                    provisioning.run_pyinfra([sbx.create_host("ws1", card=provisioning.CARD).name], env)
-            host = next(iter(sbx.hosts.values()))
+                    provisioning.run_pyinfra(
+                        [sbx.create_host(f"ws{i + 1}", card=provisioning.CARD).name for i in range(want)], env
+                    )
+            ours = [h for name, h in sbx.hosts.items() if not name.startswith("an")]  # not Ansible's
+            host = ours[0]
             target = load_inventory(jobs.INVENTORY)[host.name]
             venv = str(STACK_DEFAULTS["python_stack_venv"]).replace("~", f"/home/{host.user}", 1)
             step(
@@ -149,6 +163,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             step("submit", lambda: jobs.bench_submit(host, work / "job", env, args.submit_rounds, venv))
             step("hub", lambda: jobs.bench_hub(host, work / "hub", env, args.hub_model, args.hub_link_mbit))
             step("watch", lambda: jobs.bench_watch(host, work / "job", env, args.watch_s))
+            step("models_pull", lambda: modelpull.bench_models_pull(
+                ours[: args.hosts], work / "pull", env, args.hub_model, args.hub_link_mbit))  # fmt: skip
         finally:
             sbx.destroy_all()
     return result
