@@ -182,7 +182,7 @@ def test_unknown_key_did_you_mean(tmp_path: Path) -> None:
         ("bf16: 'yes'\n", "`bf16` needs true or false"),
         ("num_train_epochs: '3'\n", "needs a float, got the text '3'"),
         ("learning_rate: '1e-4'\n", "needs a float, got the text '1e-4'"),
-        ("per_device_train_batch_size: 1.5\n", "needs a int, got float 1.5"),
+        ("per_device_train_batch_size: 1.5\n", "needs an int, got float 1.5"),
         ("bf16: true\nfp16: true\n", "bf16 and fp16 are both true"),
     ],
 )

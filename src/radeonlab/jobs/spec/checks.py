@@ -18,6 +18,8 @@ from radeonlab.errors import SpecError
 from radeonlab.jobs.spec import files, inputs, kinds, lf_args, lf_key_history, lf_rules, needs, ranges, tokens
 from radeonlab.jobs.spec.load import Spec
 from radeonlab.jobs.spec.problems import ERROR, INFO, WARNING, Problem, name_overrides
+from radeonlab.jobs.spec.problems import show_value as _show
+from radeonlab.jobs.spec.typefix import type_ok, type_problem
 
 DATASET_INFO = "dataset_info.json"  # extras/constants.py DATA_CONFIG
 MAX_INFO_BYTES = 16 << 20  # LLaMA-Factory's own dataset_info.json is 20 KB
@@ -183,38 +185,9 @@ def _check_value(file: str, line: int, key: str, value: Any, info: dict[str, Any
                 hint += ", ..."
             return [Problem(file, line, f"`{key}: {_show(value)}` is not a valid value", ERROR, hint)]
         return []
-    if "any" in types or _type_ok(value, types):
+    if "any" in types or type_ok(value, types):
         return []
-    want = " or ".join(types)
-    if isinstance(value, str) and ("float" in types or "int" in types):
-        unquote = "write the number unquoted, with a dot for floats (e.g. 1.0e-4)"
-        return [Problem(file, line, f"`{key}` needs a {want}, got the text {value!r}", ERROR, unquote)]
-    if "bool" in types:
-        return [
-            Problem(
-                file, line, f"`{key}` needs true or false, got {_show(value)}", ERROR, "use true or false"
-            )
-        ]
-    fix: str | None = None
-    if types == ["str"] and isinstance(value, int | float):
-        # HfArgumentParser.parse_dict converts nothing: the number reaches LLaMA-Factory as a number, and
-        # `dataset: 123` stops in split_arg's loop (`'int' object is not iterable`)
-        fix = f'quote it: {key}: "{_show(value)}"'
-    return [
-        Problem(file, line, f"`{key}` needs a {want}, got {type(value).__name__} {_show(value)}", ERROR, fix)
-    ]
-
-
-def _type_ok(value: Any, types: list[str]) -> bool:
-    if isinstance(value, bool):
-        return "bool" in types
-    if isinstance(value, int):
-        return "int" in types or "float" in types
-    if isinstance(value, float):
-        return "float" in types or ("int" in types and value.is_integer())
-    names: dict[type, str] = {str: "str", list: "list", dict: "dict"}
-    pytype = names.get(type(value))
-    return pytype in types
+    return [type_problem(file, line, key, value, types)]
 
 
 def _check_combinations(spec: Spec) -> list[Problem]:
@@ -430,11 +403,3 @@ def _read_info(path: Path | None, file: str, line: int) -> tuple[dict[str, Any] 
     if not isinstance(data, dict):
         return None, Problem(str(path), 1, "dataset_info.json must be an object of name -> entry")
     return data, None
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    return str(value)
