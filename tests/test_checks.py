@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from radeonlab.cli import main
-from radeonlab.jobs.spec.checks import check_path
+from radeonlab.jobs.spec.checks import DID_YOU_MEAN_MAX, check_path
 from radeonlab.jobs.spec.datasets import DatasetAttr, check_file
 from radeonlab.jobs.spec.problems import ERROR, INFO
 from radeonlab.jobs.spec.rows import json_rows
@@ -168,6 +168,15 @@ def test_unknown_key_did_you_mean(tmp_path: Path) -> None:
         and "did you mean `learning_rate`?" in out[0]
     )
     assert out[1].startswith("4: error: unknown key `foo_bar_baz`") and out[1].endswith("| remove it")
+
+
+def test_did_you_mean_is_searched_for_the_first_unknown_keys_only(tmp_path: Path) -> None:
+    """Thousands of unknown keys took minutes of did-you-mean searches (tests/bench/checker.py)."""
+    padding = "".join(f"zz_unknown_{i}: 1\n" for i in range(DID_YOU_MEAN_MAX))
+    out = messages(tmp_path, "learnig_rate: 1.0e-4\n" + padding + "lerning_rate: 1.0e-4\n")
+    unknown = [m for m in out if "unknown key" in m]
+    assert len(unknown) == DID_YOU_MEAN_MAX + 2, out
+    assert "did you mean `learning_rate`?" in unknown[0] and unknown[-1].endswith("| remove it"), unknown
 
 
 @pytest.mark.parametrize(

@@ -7,23 +7,19 @@ from pathlib import Path
 
 import click
 
-from radeonlab.errors import shown
-from radeonlab.jobs.spec.checks import check_path
-from radeonlab.jobs.spec.needs import spec_need_lines
+from radeonlab.errors import SpecError, shown
+from radeonlab.jobs.spec.checks import check_spec
+from radeonlab.jobs.spec.load import Spec, load
+from radeonlab.jobs.spec.needs import need_lines, needs
 from radeonlab.jobs.spec.problems import ERROR, INFO, Problem, has_errors
 
 
-def model_problems(path: Path) -> list[Problem]:
+def model_problems(path: Path, loaded: Spec) -> list[Problem]:
     """The spec's model as the Hub answers ($HF_ENDPOINT, $HF_TOKEN or the login file): a refusal is an
     error at model_name_or_path's line; an unreachable Hub is a note (submit asks again, and the hosts)."""
-    from radeonlab.errors import ModelError, SpecError
+    from radeonlab.errors import ModelError
     from radeonlab.jobs.plan import model
-    from radeonlab.jobs.spec.load import load
 
-    try:
-        loaded = load(path)
-    except SpecError:
-        return []  # already a problem of its own
     line = loaded.line_of("model_name_or_path")
     try:
         info = model.resolve(loaded)
@@ -56,10 +52,15 @@ def model_problems(path: Path) -> list[Problem]:
 def command(spec: Path, as_json: bool, dataset_dir: Path | None, hub_off: bool) -> None:
     """Check a job spec (LLaMA-Factory keys and values, the radeonlab block, local datasets and files, and
     the Python packages it needs on the host)."""
-    problems = check_path(spec, dataset_dir=dataset_dir)
-    problems += spec_need_lines(spec)  # no host here: what the job needs on one, as info lines
-    if not hub_off:
-        problems += model_problems(spec)
+    try:
+        loaded = load(spec)  # once: parsing is most of a large spec's time (tests/bench/checker.py)
+    except SpecError as err:
+        problems = [Problem(err.file, err.line, err.message)]
+    else:
+        problems = check_spec(loaded, dataset_dir=dataset_dir)
+        problems += need_lines(needs(loaded))  # no host here: what the job needs on one, as info lines
+        if not hub_off:
+            problems += model_problems(spec, loaded)
     if as_json:
         click.echo(json.dumps([p.to_dict() for p in problems], indent=1))
     else:

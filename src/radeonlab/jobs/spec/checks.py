@@ -24,6 +24,9 @@ from radeonlab.jobs.spec.typefix import type_ok, type_problem
 DATASET_INFO = "dataset_info.json"  # extras/constants.py DATA_CONFIG
 MAX_INFO_BYTES = 16 << 20  # LLaMA-Factory's own dataset_info.json is 20 KB
 DID_YOU_MEAN_CUTOFF = 0.75
+# Unknown keys that get a did-you-mean search (a few ms each against ~400 keys): a spec of thousands of
+# unknown keys is no LLaMA-Factory config, and searching them all took minutes (tests/bench/checker.py).
+DID_YOU_MEAN_MAX = 50
 
 # Keys people write that LLaMA-Factory does not have (the seed project's config among them):
 # key -> {YAML value as written -> the replacement}; "*" matches any value.
@@ -97,8 +100,10 @@ def check_spec(spec: Spec, dataset_dir: Path | None = None) -> list[Problem]:
             )
         )
 
+    unknown = 0
     for key, value in train.items():
-        problems += _check_key(spec, key, value, known, megatron)
+        problems += _check_key(spec, key, value, known, megatron, suggest=unknown < DID_YOU_MEAN_MAX)
+        unknown += key not in known
     problems += tokens.credential_problems(spec)
     problems += _check_combinations(spec)
     if kinds.kind(spec) == kinds.TRAIN:  # get_train_args' rules; chat and export configs have their own
@@ -122,7 +127,9 @@ def _other_kind(train: dict[str, Any], known: dict[str, Any]) -> str | None:
     return None
 
 
-def _check_key(spec: Spec, key: Any, value: Any, known: dict[str, Any], megatron: bool) -> list[Problem]:
+def _check_key(
+    spec: Spec, key: Any, value: Any, known: dict[str, Any], megatron: bool, suggest: bool
+) -> list[Problem]:
     file, line = str(spec.path), spec.line_of(str(key))
     if key in KNOWN_WRONG_KEYS:
         entry = KNOWN_WRONG_KEYS[key]
@@ -135,7 +142,7 @@ def _check_key(spec: Spec, key: Any, value: Any, known: dict[str, Any], megatron
     if history is not None:
         return [Problem(file, line, f"`{key}`: {history[0]}", ERROR, history[1])]
     if key not in known:
-        close = difflib.get_close_matches(str(key), list(known), n=1, cutoff=DID_YOU_MEAN_CUTOFF)
+        close = difflib.get_close_matches(str(key), known, n=1, cutoff=DID_YOU_MEAN_CUTOFF) if suggest else []
         fix = f"did you mean `{close[0]}`?" if close else "remove it"
         if megatron:
             return [
