@@ -9,7 +9,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from tests.bench import provisioning
+from tests.bench import checker, provisioning
 
 # Issue 15's goals (reported against, never asserted: timings are not tests).
 GOALS = {
@@ -122,6 +122,8 @@ def rows(result: dict[str, Any]) -> list[tuple[str, str, str]]:
         out += _hub_rows(result["hub"])
     if "watch" in result:
         out += _watch_rows(result["watch"])
+    if "checker" in result:
+        out += checker.table_rows(result["checker"])
     return out
 
 

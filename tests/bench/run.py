@@ -18,6 +18,8 @@ On SIMULATED workstations (radeonlab/sandbox, a temporary state dir, destroyed a
    own start-up; the same job twice on a model of the SIMULATED Hub over a SIMULATED link (issue 11: the
    second finds it in the host's cache; the larger bench model, or the tiny one with --reduced);
    `watch`'s CPU cost on the host.
+4. checker (tests/bench/checker.py): `radeonlab check` on inputs made to hang or exhaust it, each against
+   issue 26's goal (a spec under 1 MB: at most 2 s and 200 MB); on the laptop, before the sandbox is built.
 Training runs on the hosts' CPU (torch there is a CPU build standing in for ROCm torch): the submit and
 watch numbers include that CPU contention, as on a busy workstation.
 """
@@ -39,7 +41,7 @@ from radeonlab.jobs.fleet.inventory import load_inventory
 from radeonlab.roles.python_stack.defaults import DEFAULTS as STACK_DEFAULTS
 from radeonlab.sandbox import reap
 from radeonlab.sandbox.hosts import Sandbox
-from tests.bench import data, jobs, provisioning
+from tests.bench import checker, data, jobs, provisioning
 from tests.bench.report import markdown, table, write_docs
 
 REDUCED = {"hosts": 1, "rounds": 1, "submit_rounds": 1, "sizes_mb": [8], "watch_s": 5.0, "hub_model": "tiny"}
@@ -91,7 +93,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--hub-link-mbit", type=float, default=jobs.HUB_LINK_MBIT_S,
         help="the SIMULATED Hub's link rate in Mbit/s for the Hub row",
     )  # fmt: skip
-    parser.add_argument("--only", default="provisioning,data,submit,hub,watch", help="sections to run")
+    parser.add_argument(
+        "--only", default="provisioning,data,submit,hub,watch,checker", help="sections to run"
+    )
     parser.add_argument("--reduced", action="store_true", help="CI's smoke run: " + json.dumps(REDUCED))
     args = parser.parse_args(argv)
     if not args.markdown and args.out is None:
@@ -121,6 +125,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         args.out.write_text(json.dumps(result, indent=1) + "\n")
         print(f"{section} done ({result['total_s']:.0f}s)", flush=True)
 
+    step("checker", lambda: checker.bench_checker(1 if args.reduced else 3))  # the laptop alone: no sandbox
+    if not wanted - {"checker"}:
+        return result
     with tempfile.TemporaryDirectory(prefix="rl-bench-") as tmp:
         work = Path(tmp)
         sbx = Sandbox(work / "sandbox")
