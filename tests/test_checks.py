@@ -343,6 +343,15 @@ def test_undefined_and_hub_datasets(tmp_path: Path) -> None:
     assert len(out) == 2
 
 
+def test_did_you_mean_is_searched_for_the_first_undefined_datasets_only(tmp_path: Path) -> None:
+    info = {"alpaca_demo": {"file_name": "d.jsonl"}}
+    names = ["alpaca_dmeo", *(f"zz{i}" for i in range(DID_YOU_MEAN_MAX)), "alpaca_dmoe"]
+    out = messages(tmp_path, f"dataset: {','.join(names)}\n", rows=[ROW], info=info)
+    undefined = [m for m in out if "is not defined" in m]
+    assert len(undefined) == DID_YOU_MEAN_MAX + 2, out
+    assert "did you mean `alpaca_demo`?" in undefined[0] and "did you mean" not in undefined[-1], undefined
+
+
 def test_radeonlab_block_dataset_gets_an_entry(tmp_path: Path) -> None:
     (tmp_path / "mine.jsonl").write_text(json.dumps(ROW) + "\n" + json.dumps({"instruction": "x"}) + "\n")
     path = spec_file(tmp_path, "dataset: mine\nradeonlab:\n  datasets: [mine.jsonl]\n")

@@ -24,8 +24,9 @@ from radeonlab.jobs.spec.typefix import type_ok, type_problem
 DATASET_INFO = "dataset_info.json"  # extras/constants.py DATA_CONFIG
 MAX_INFO_BYTES = 16 << 20  # LLaMA-Factory's own dataset_info.json is 20 KB
 DID_YOU_MEAN_CUTOFF = 0.75
-# Unknown keys that get a did-you-mean search (a few ms each against ~400 keys): a spec of thousands of
-# unknown keys is no LLaMA-Factory config, and searching them all took minutes (tests/bench/checker.py).
+# Unknown keys (and undefined dataset names) that get a did-you-mean search (a few ms each against ~400 keys):
+# a spec of thousands of them is no LLaMA-Factory config, and searching them all took minutes
+# (tests/bench/checker.py).
 DID_YOU_MEAN_MAX = 50
 
 # Keys people write that LLaMA-Factory does not have (the seed project's config among them):
@@ -296,6 +297,7 @@ def _check_datasets(spec: Spec, override: Path | None) -> list[Problem]:
             return out + [problem]
 
     checked: set[tuple[str, str]] = set()
+    undefined = 0  # names searched for a did-you-mean: at most DID_YOU_MEAN_MAX, as for keys
     for key, name in wanted:
         line = spec.line_of(key)
         if name in generated:
@@ -304,7 +306,9 @@ def _check_datasets(spec: Spec, override: Path | None) -> list[Problem]:
         elif info is None:
             continue
         elif name not in info:
-            close = difflib.get_close_matches(name, list(info), n=1, cutoff=DID_YOU_MEAN_CUTOFF)
+            names = list(info) if undefined < DID_YOU_MEAN_MAX else []
+            close = difflib.get_close_matches(name, names, n=1, cutoff=DID_YOU_MEAN_CUTOFF)
+            undefined += 1
             out.append(
                 Problem(
                     file,
