@@ -58,3 +58,11 @@ def test_a_case_over_the_goal_or_killed_is_reported_missed() -> None:
     }}  # fmt: skip
     verdicts = [r[2].rsplit(": ", 1)[1] for r in checker.table_rows(result)]
     assert verdicts == ["missed", "missed", "met"]
+
+
+def test_the_benchmarks_page_has_the_committed_checker_run() -> None:
+    """docs/benchmarks.md's checker table is markdown() of tests/bench/last-run-checker.json."""
+    page = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+    result = json.loads(checker.LAST_RUN.read_text())
+    assert checker.docs_table(page.read_text()) == checker.markdown(result)
+    assert set(result["checker"]["cases"]) == set(checker.CASES)  # every case measured in the committed run

@@ -5,6 +5,7 @@ runs the section):
 
     .venv/bin/python -m tests.bench.checker --out checker.json     # this section alone, its table printed
     .venv/bin/python -m tests.bench.run --out b.json --only checker
+    .venv/bin/python -m tests.bench.checker --markdown tests/bench/last-run-checker.json --write-docs
 
 No sandbox host: `check --no-hub` reads the spec and its data on the laptop only. Each case is measured by a
 small wrapper process (MEASURE) that starts `radeonlab check` and reads RUSAGE_CHILDREN after it: the peak
@@ -204,12 +205,48 @@ def table_rows(result: dict[str, Any]) -> list[tuple[str, str, str]]:
     return rows
 
 
+# docs/benchmarks.md holds markdown() of LAST_RUN between these markers (`--markdown LAST_RUN --write-docs`;
+# tests/test_bench_checker.py fails when the page and the JSON disagree)
+LAST_RUN = Path(__file__).resolve().parent / "last-run-checker.json"
+BEGIN, END = "<!-- bench-checker:begin -->", "<!-- bench-checker:end -->"
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The checker's table for docs/benchmarks.md, from a run's JSON, with the machine and its load."""
+    m = result.get("machine", {})
+    head = (
+        f"Run of {m.get('date', '?')} on {m.get('cpu', '?')}, {m.get('cpus', '?')} cores; load average "
+        f"{m.get('load_start', '?')} at the start, {m.get('load_end', '?')} at the end.\n\n"
+    )
+    lines = ["| what | measured | time and peak |", "|---|---|---|"]
+    pipe = "\\|"  # a `|` in a message would end the cell
+    lines += [f"| {a} | {b.replace('|', pipe)} | {c} |" for a, b, c in table_rows(result["checker"])]
+    return head + "\n".join(lines)
+
+
+def docs_table(text: str) -> str:
+    return text.split(BEGIN, 1)[1].split(END, 1)[0].strip()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help="write the results here as JSON")
+    parser.add_argument("--out", type=Path, help="write the results here as JSON")
+    parser.add_argument("--markdown", type=Path, metavar="JSON", help="print the docs table of a run's JSON")
+    parser.add_argument("--write-docs", action="store_true", help="with --markdown: into docs/benchmarks.md")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", default=",".join(CASES), help="cases to run, comma-separated")
     args = parser.parse_args(argv)
+    if args.markdown:
+        table = markdown(json.loads(args.markdown.read_text()))
+        if args.write_docs:
+            page = Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md"
+            text = page.read_text()
+            start, stop = text.index(BEGIN) + len(BEGIN), text.index(END)
+            page.write_text(text[:start] + "\n" + table + "\n" + text[stop:])
+        print(table)
+        return
+    if args.out is None:
+        parser.error("--out is required")
     from tests.bench.run import machine  # run.py registers this section: imported here, not at the top
 
     result: dict[str, Any] = {"machine": machine()}
