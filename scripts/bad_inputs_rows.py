@@ -56,7 +56,7 @@ def main() -> None:
         else:
             result = work.cli("submit", str(spec), "-i", str(work.inventory))
             # a finding line, then the summary line
-            per_line = table in ("dataset", "value", "history", "rule")
+            per_line = table in ("dataset", "value", "history", "rule", "type")
             said = _first(result.stderr, ("error",)) if per_line else result.stderr.strip().splitlines()[-1]
             said += " + summary" if per_line else ""
         print(f"| {table}: {row} | `{_shown(said, work)}` |")

@@ -506,6 +506,59 @@ def test_a_rule_between_keys_is_refused_with_its_code_path(work: Work, row: str)
     assert checked.exit_code == 1 and ": error: " in line and "(llamafactory 0.9.5 " in line, checked.output
 
 
+# --- type errors get the fix that fits the key (jobs/spec/typefix.py) ------------------------------------
+TYPE_ROWS: dict[str, tuple[dict[str, str], str]] = {
+    "save-steps-given-a-strategy": ({"save_steps": "epoch"},
+                                    "`save_steps` needs a float, got the text 'epoch' (fix: save_strategy: "
+                                    "epoch"),
+    "eval-steps-given-a-strategy": ({"eval_steps": "epoch"}, "(fix: eval_strategy: epoch"),
+    "quantization-bit-given-a-type": ({"quantization_bit": "nf4"},
+                                      "(fix: quantization_type: nf4 with quantization_bit: 4"),
+    "quantization-bit-given-a-method": ({"quantization_bit": "hqq"}, "(fix: quantization_method: hqq with"),
+    "warmup-steps-given-a-fraction": ({"warmup_steps": "0.1"},
+                                      "`warmup_steps` needs an int, got float 0.1 (fix: warmup_ratio: 0.1"),
+    "max-steps-given-a-fraction": ({"max_steps": "0.5"}, "(fix: num_train_epochs: 0.5 instead of max_steps"),
+    "save-steps-fraction-quoted": ({"save_steps": "'0.1'"},
+                                   "(fix: save_steps: 0.1 unquoted (below 1 transformers reads it as a "
+                                   "fraction"),
+    "warmup-ratio-in-percent": ({"warmup_ratio": "10%"}, "(fix: warmup_ratio: 0.1 (a fraction, unquoted)"),
+    "batch-size-auto": ({"per_device_train_batch_size": "auto"},
+                        "`auto` is DeepSpeed config syntax (its JSON takes it from these keys), not a value "
+                        "here: a number, or auto_find_batch_size: true"),
+    "gradient-accumulation-auto": ({"gradient_accumulation_steps": "auto"}, "give the number (default 1)"),
+    "max-samples-all": ({"max_samples": "all"},
+                        "(fix: remove max_samples (its default, null, means no limit)"),
+    "cutoff-len-in-k": ({"cutoff_len": "2k"}, "(fix: cutoff_len: 2048 (tokens, unquoted))"),
+    "lora-rank-quoted": ({"lora_rank": "'8'"},
+                         "`lora_rank` needs an int, got the text '8' (fix: lora_rank: 8 (unquoted: a quoted "
+                         "number is text"),
+    "learning-rate-quoted": ({"learning_rate": "'1.0e-4'"}, "(fix: learning_rate: 1.0e-4 unquoted"),
+    "lora-rank-fraction": ({"lora_rank": "8.5"}, "`lora_rank` needs an int, got float 8.5 (fix: a whole "
+                           "number: lora_rank: 9)"),
+    "quantization-bit-in-bits": ({"quantization_bit": "8bit"},
+                                 "(fix: quantization_bit: 8 (the number of bits"),
+    "warmup-steps-in-percent": ({"warmup_steps": "10%"}, "(fix: warmup_ratio: 0.1 instead of warmup_steps"),
+    "bool-quoted": ({"bf16": "'yes'"}, "`bf16` needs true or false, got yes (fix: bf16: true (unquoted"),
+    "bool-as-number": ({"bf16": "1"}, "`bf16` needs true or false, got 1 (fix: bf16: true)"),
+    "dataset-as-list": ({"dataset": "[demo, demo]"},
+                        "`dataset` needs a str, got list ['demo', 'demo'] (fix: one comma-separated "
+                        "text: dataset: demo, demo)"),
+    "number-as-one-item-list": ({"learning_rate": "[1.0e-4]"}, "(fix: one value, not a list: learning_rate: "
+                                "0.0001)"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("row", list(TYPE_ROWS))
+def test_a_type_error_gets_the_fix_that_fits_its_key(work: Work, row: str) -> None:
+    values, needle = TYPE_ROWS[row]
+    _set(work, values)
+    last = refused(work.submit(), needle)
+    assert last.endswith("nothing uploaded"), last
+    checked = work.cli("check", str(work.spec), "--no-hub")
+    assert checked.exit_code == 1 and needle in checked.output, checked.output
+    assert sum(": error: " in x for x in checked.output.splitlines()) == 1, checked.output
+
+
 # Keys LLaMA-Factory reads only beside another key: set alone they are ignored, a warning with the reason.
 IGNORED_ROWS: dict[str, tuple[dict[str, str], str]] = {
     "quantization-method-without-bit": ({"quantization_method": "hqq"},
@@ -803,7 +856,7 @@ def _bad_spec(work: Work, table: str, row: str) -> Path:
         DATASET_ROWS[row][0](work)
     else:
         tables = {"value": VALUE_ROWS, "history": HISTORY_ROWS, "warning": WARNING_ROWS, "rule": RULE_ROWS,
-                  "ignored": IGNORED_ROWS}
+                  "ignored": IGNORED_ROWS, "type": TYPE_ROWS}
         _set(work, tables[table][row][0])
     return work.spec
 
@@ -818,6 +871,7 @@ EVERY_BAD_INPUT = [
     *(("warning", r) for r in WARNING_ROWS),
     *(("rule", r) for r in RULE_ROWS),
     *(("ignored", r) for r in IGNORED_ROWS),
+    *(("type", r) for r in TYPE_ROWS),
 ]
 WARNS_ONLY = ("warning", "ignored")  # tables whose rows check passes with a warning (exit 0)
 EXCEPTION_NAME = re.compile(r"\b[A-Z]\w*(Error|Exception|Warning)\b:|Traceback")

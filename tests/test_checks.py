@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from radeonlab.cli import main
-from radeonlab.jobs.spec.checks import check_path
+from radeonlab.jobs.spec.checks import DID_YOU_MEAN_MAX, check_path
 from radeonlab.jobs.spec.datasets import DatasetAttr, check_file
 from radeonlab.jobs.spec.problems import ERROR, INFO
 from radeonlab.jobs.spec.rows import json_rows
@@ -170,6 +170,15 @@ def test_unknown_key_did_you_mean(tmp_path: Path) -> None:
     assert out[1].startswith("4: error: unknown key `foo_bar_baz`") and out[1].endswith("| remove it")
 
 
+def test_did_you_mean_is_searched_for_the_first_unknown_keys_only(tmp_path: Path) -> None:
+    """Thousands of unknown keys took minutes of did-you-mean searches (tests/bench/checker.py)."""
+    padding = "".join(f"zz_unknown_{i}: 1\n" for i in range(DID_YOU_MEAN_MAX))
+    out = messages(tmp_path, "learnig_rate: 1.0e-4\n" + padding + "lerning_rate: 1.0e-4\n")
+    unknown = [m for m in out if "unknown key" in m]
+    assert len(unknown) == DID_YOU_MEAN_MAX + 2, out
+    assert "did you mean `learning_rate`?" in unknown[0] and unknown[-1].endswith("| remove it"), unknown
+
+
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
@@ -182,7 +191,7 @@ def test_unknown_key_did_you_mean(tmp_path: Path) -> None:
         ("bf16: 'yes'\n", "`bf16` needs true or false"),
         ("num_train_epochs: '3'\n", "needs a float, got the text '3'"),
         ("learning_rate: '1e-4'\n", "needs a float, got the text '1e-4'"),
-        ("per_device_train_batch_size: 1.5\n", "needs a int, got float 1.5"),
+        ("per_device_train_batch_size: 1.5\n", "needs an int, got float 1.5"),
         ("bf16: true\nfp16: true\n", "bf16 and fp16 are both true"),
     ],
 )
@@ -332,6 +341,15 @@ def test_undefined_and_hub_datasets(tmp_path: Path) -> None:
         for m in out
     )
     assert len(out) == 2
+
+
+def test_did_you_mean_is_searched_for_the_first_undefined_datasets_only(tmp_path: Path) -> None:
+    info = {"alpaca_demo": {"file_name": "d.jsonl"}}
+    names = ["alpaca_dmeo", *(f"zz{i}" for i in range(DID_YOU_MEAN_MAX)), "alpaca_dmoe"]
+    out = messages(tmp_path, f"dataset: {','.join(names)}\n", rows=[ROW], info=info)
+    undefined = [m for m in out if "is not defined" in m]
+    assert len(undefined) == DID_YOU_MEAN_MAX + 2, out
+    assert "did you mean `alpaca_demo`?" in undefined[0] and "did you mean" not in undefined[-1], undefined
 
 
 def test_radeonlab_block_dataset_gets_an_entry(tmp_path: Path) -> None:

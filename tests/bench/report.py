@@ -13,7 +13,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from tests.bench import provisioning
+from tests.bench import checker, provisioning
 
 # The goals, keyed by the JSON value they judge ("section.key"; data's per size): "<=" or ">=", the goal and
 # the issue that set it. Reported against, never asserted (timings are not tests); the bench writes each
@@ -32,6 +32,9 @@ GOALS: dict[str, dict[str, Any]] = {
     "watch.watch_cost_share_of_one_core": {"op": "<=", "goal": 0.01, "issue": 15},
     "models_pull.hub_bytes_over_model_bytes": {"op": "<=", "goal": 1.05, "issue": 28},
     "models_pull.fanout_over_raw_stream": {"op": ">=", "goal": 0.9, "issue": 28},
+    # each worst-case input of `check` (a spec under 1 MB), per case: tests/bench/checker.py judges them
+    "checker.wall_s": {"op": "<=", "goal": checker.GOALS["wall_s"], "issue": 26},
+    "checker.max_rss_mb": {"op": "<=", "goal": checker.GOALS["max_rss_mb"], "issue": 26},
 }
 # Rows whose key a run may lack (runs before issue 28): the page says "not measured yet" for them.
 NEW_ROWS = {
@@ -170,6 +173,8 @@ def rows(result: dict[str, Any]) -> list[tuple[str, str, str]]:
         out += _watch_rows(result["watch"])
     if "models_pull" in result:
         out += _models_pull_rows(result["models_pull"])
+    if "checker" in result:
+        out += checker.table_rows(result["checker"])
     return out
 
 
@@ -214,6 +219,7 @@ DOCS_PAGE = HERE.parents[1] / "docs" / "benchmarks.md"
 LAST_RUN = HERE / "last-run-full.json"
 TEMPLATE, NOTES = HERE / "page.md", HERE / "last-run-notes.md"
 TABLE, FINDINGS = "<!-- bench:table -->", "<!-- bench:notes -->"
+CHECKER = "<!-- bench:checker -->"  # the checker's own run (tests/bench/last-run-checker.json): laptop only
 
 
 def findings(result: dict[str, Any], notes: str) -> str:
@@ -230,6 +236,7 @@ def page(result: dict[str, Any], template: str | None = None, notes: str | None 
     """docs/benchmarks.md, whole, from a run's JSON."""
     text = TEMPLATE.read_text() if template is None else template
     text = text.replace(TABLE, markdown(result))
+    text = text.replace(CHECKER, checker.markdown(json.loads(checker.LAST_RUN.read_text())))
     return text.replace(FINDINGS, findings(result, NOTES.read_text() if notes is None else notes))
 
 

@@ -11,30 +11,26 @@ from pathlib import Path
 import click
 
 from radeonlab.cli.options import inventory_option, inventory_path
-from radeonlab.errors import shown
+from radeonlab.errors import SpecError, shown
 from radeonlab.jobs.spec import paths
-from radeonlab.jobs.spec.checks import check_path
-from radeonlab.jobs.spec.needs import spec_need_lines
+from radeonlab.jobs.spec.checks import check_spec
+from radeonlab.jobs.spec.load import Spec, load
+from radeonlab.jobs.spec.needs import need_lines, needs
 from radeonlab.jobs.spec.problems import ERROR, INFO, Problem, has_errors
 
 
-def model_problems(path: Path) -> list[Problem]:
+def model_problems(path: Path, loaded: Spec) -> list[Problem]:
     """The spec's model as the Hub answers ($HF_ENDPOINT, $HF_TOKEN or the login file): a refusal is an
     error at model_name_or_path's line; an unreachable Hub is a note (submit asks again, and the hosts)."""
-    from radeonlab.errors import ModelError, SpecError
+    from radeonlab.errors import ModelError
     from radeonlab.jobs.plan import model
-    from radeonlab.jobs.spec.load import load
 
-    try:
-        loaded = load(path)
-    except SpecError:
-        return []  # already a problem of its own
     line = loaded.line_of("model_name_or_path")
     try:
         info = model.resolve(loaded)
     except ModelError as exc:
         if paths.hub_cache_id(str(loaded.train.get("model_name_or_path"))):
-            return []  # a Hub cache folder not found here: check_path said so, with its Hub id
+            return []  # a Hub cache folder not found here: check_spec said so, with its Hub id
         return [Problem(str(path), line, str(exc), ERROR)]
     if info.offline:
         return [Problem(str(path), line, f"{info.name}: {info.note}", INFO)]
@@ -51,18 +47,13 @@ def model_problems(path: Path) -> list[Problem]:
     return []
 
 
-def host_answers(path: Path, inventory: str | None, host: str) -> paths.OnHost | None:
+def host_answers(loaded: Spec, inventory: str | None, host: str) -> paths.OnHost:
     """What `host` holds of the spec's workstation folders (nothing asked when the spec names none)."""
-    from radeonlab.errors import SpecError
     from radeonlab.jobs.fleet.inventory import get_host, load_inventory
     from radeonlab.jobs.fleet.probe import read_host
-    from radeonlab.jobs.spec.load import load
     from radeonlab.jobs.ssh.connection import connect
 
-    try:
-        wanted = paths.host_values(load(path))
-    except SpecError:
-        return None  # check_path says why
+    wanted = paths.host_values(loaded)
     target = get_host(load_inventory(inventory_path(inventory)), host)
     if not wanted:
         return paths.OnHost(target.name, {})
@@ -96,11 +87,16 @@ def command(
 ) -> None:
     """Check a job spec (LLaMA-Factory keys and values, the radeonlab block, local datasets and files, and
     the Python packages it needs on the host)."""
-    on_host = host_answers(spec, inventory, host) if host else None
-    problems = check_path(spec, dataset_dir=dataset_dir, on_host=on_host)
-    problems += spec_need_lines(spec)  # no host here: what the job needs on one, as info lines
-    if not hub_off:
-        problems += model_problems(spec)
+    try:
+        loaded = load(spec)  # once: parsing is most of a large spec's time (tests/bench/checker.py)
+    except SpecError as err:
+        problems = [Problem(err.file, err.line, err.message)]
+    else:
+        on_host = host_answers(loaded, inventory, host) if host else None
+        problems = check_spec(loaded, dataset_dir=dataset_dir, on_host=on_host)
+        problems += need_lines(needs(loaded))  # no host here: what the job needs on one, as info lines
+        if not hub_off:
+            problems += model_problems(spec, loaded)
     if as_json:
         click.echo(json.dumps([p.to_dict() for p in problems], indent=1))
     else:

@@ -29,10 +29,16 @@ from radeonlab.jobs.spec import (
 )
 from radeonlab.jobs.spec.load import DEFAULT_DATASET_DIR, Spec
 from radeonlab.jobs.spec.problems import ERROR, INFO, WARNING, Problem, name_overrides
+from radeonlab.jobs.spec.problems import show_value as _show
+from radeonlab.jobs.spec.typefix import type_ok, type_problem
 
 DATASET_INFO = "dataset_info.json"  # extras/constants.py DATA_CONFIG
 MAX_INFO_BYTES = 16 << 20  # LLaMA-Factory's own dataset_info.json is 20 KB
 DID_YOU_MEAN_CUTOFF = 0.75
+# Unknown keys (and undefined dataset names) that get a did-you-mean search (a few ms each against ~400 keys):
+# a spec of thousands of them is no LLaMA-Factory config, and searching them all took minutes
+# (tests/bench/checker.py).
+DID_YOU_MEAN_MAX = 50
 
 # Keys people write that LLaMA-Factory does not have (the seed project's config among them):
 # key -> {YAML value as written -> the replacement}; "*" matches any value.
@@ -111,8 +117,10 @@ def check_spec(
             )
         )
 
+    unknown = 0
     for key, value in train.items():
-        problems += _check_key(spec, key, value, known, megatron)
+        problems += _check_key(spec, key, value, known, megatron, suggest=unknown < DID_YOU_MEAN_MAX)
+        unknown += key not in known
     problems += tokens.credential_problems(spec)
     problems += _check_combinations(spec)
     if kinds.kind(spec) == kinds.TRAIN:  # get_train_args' rules; chat and export configs have their own
@@ -137,7 +145,9 @@ def _other_kind(train: dict[str, Any], known: dict[str, Any]) -> str | None:
     return None
 
 
-def _check_key(spec: Spec, key: Any, value: Any, known: dict[str, Any], megatron: bool) -> list[Problem]:
+def _check_key(
+    spec: Spec, key: Any, value: Any, known: dict[str, Any], megatron: bool, suggest: bool
+) -> list[Problem]:
     file, line = str(spec.path), spec.line_of(str(key))
     if key in KNOWN_WRONG_KEYS:
         entry = KNOWN_WRONG_KEYS[key]
@@ -150,7 +160,7 @@ def _check_key(spec: Spec, key: Any, value: Any, known: dict[str, Any], megatron
     if history is not None:
         return [Problem(file, line, f"`{key}`: {history[0]}", ERROR, history[1])]
     if key not in known:
-        close = difflib.get_close_matches(str(key), list(known), n=1, cutoff=DID_YOU_MEAN_CUTOFF)
+        close = difflib.get_close_matches(str(key), known, n=1, cutoff=DID_YOU_MEAN_CUTOFF) if suggest else []
         fix = f"did you mean `{close[0]}`?" if close else "remove it"
         if megatron:
             return [
@@ -200,38 +210,9 @@ def _check_value(file: str, line: int, key: str, value: Any, info: dict[str, Any
                 hint += ", ..."
             return [Problem(file, line, f"`{key}: {_show(value)}` is not a valid value", ERROR, hint)]
         return []
-    if "any" in types or _type_ok(value, types):
+    if "any" in types or type_ok(value, types):
         return []
-    want = " or ".join(types)
-    if isinstance(value, str) and ("float" in types or "int" in types):
-        unquote = "write the number unquoted, with a dot for floats (e.g. 1.0e-4)"
-        return [Problem(file, line, f"`{key}` needs a {want}, got the text {value!r}", ERROR, unquote)]
-    if "bool" in types:
-        return [
-            Problem(
-                file, line, f"`{key}` needs true or false, got {_show(value)}", ERROR, "use true or false"
-            )
-        ]
-    fix: str | None = None
-    if types == ["str"] and isinstance(value, int | float):
-        # HfArgumentParser.parse_dict converts nothing: the number reaches LLaMA-Factory as a number, and
-        # `dataset: 123` stops in split_arg's loop (`'int' object is not iterable`)
-        fix = f'quote it: {key}: "{_show(value)}"'
-    return [
-        Problem(file, line, f"`{key}` needs a {want}, got {type(value).__name__} {_show(value)}", ERROR, fix)
-    ]
-
-
-def _type_ok(value: Any, types: list[str]) -> bool:
-    if isinstance(value, bool):
-        return "bool" in types
-    if isinstance(value, int):
-        return "int" in types or "float" in types
-    if isinstance(value, float):
-        return "float" in types or ("int" in types and value.is_integer())
-    names: dict[type, str] = {str: "str", list: "list", dict: "dict"}
-    pytype = names.get(type(value))
-    return pytype in types
+    return [type_problem(file, line, key, value, types)]
 
 
 def _check_combinations(spec: Spec) -> list[Problem]:
@@ -304,6 +285,7 @@ def _check_datasets(spec: Spec, override: Path | None) -> list[Problem]:
             return out + [problem]
 
     checked: set[tuple[str, str]] = set()
+    undefined = 0  # names searched for a did-you-mean: at most DID_YOU_MEAN_MAX, as for keys
     for key, name in wanted:
         line = spec.line_of(key)
         if name in generated:
@@ -312,7 +294,9 @@ def _check_datasets(spec: Spec, override: Path | None) -> list[Problem]:
         elif info is None:
             continue
         elif name not in info:
-            close = difflib.get_close_matches(name, list(info), n=1, cutoff=DID_YOU_MEAN_CUTOFF)
+            names = list(info) if undefined < DID_YOU_MEAN_MAX else []
+            close = difflib.get_close_matches(name, names, n=1, cutoff=DID_YOU_MEAN_CUTOFF)
+            undefined += 1
             out.append(
                 Problem(
                     file,
@@ -422,11 +406,3 @@ def _read_info(
     if not isinstance(data, dict):
         return None, Problem(str(path), 1, "dataset_info.json must be an object of name -> entry")
     return data, None
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    return str(value)

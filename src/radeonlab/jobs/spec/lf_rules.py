@@ -202,13 +202,18 @@ def rule_problems(spec: Spec) -> list[Problem]:
     out: list[Problem] = []
     seen: set[str] = set()
     for rule in sorted(RULES, key=lambda r: r.severity != ERROR):
-        if rule.key in seen or rule.key not in spec.train:
+        if rule.key in seen or rule.key not in spec.train or _mistyped(rule.key, spec.train[rule.key]):
             continue
         if all(_holds(_value(spec, k, facts), c) for k, c in rule.when.items()):
             seen.add(rule.key)
             message = f"{rule.message} (llamafactory 0.9.5 {rule.source})"
             out.append(Problem(str(spec.path), spec.line_of(rule.key), message, rule.severity, rule.fix))
     return out
+
+
+def _mistyped(key: str, value: Any) -> bool:
+    """Text where a number belongs: checks.py's type error (with its fix) says it, not a rule."""
+    return isinstance(value, str) and "str" not in lf_args.keys().get(key, {}).get("types", ["str"])
 
 
 def _value(spec: Spec, key: str, facts: dict[str, Any]) -> Any:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
@@ -351,16 +350,6 @@ def need_lines(needs_: list[Need]) -> list[Problem]:
         for n in needs_
         if _unmet(n, base) is not None
     ]
-
-
-def spec_need_lines(path: str | Path) -> list[Problem]:
-    """need_lines of a spec file; nothing when it cannot be loaded (check_path already said why)."""
-    from radeonlab.jobs.spec.load import SpecError, load
-
-    try:
-        return need_lines(needs(load(path)))
-    except SpecError:
-        return []
 
 
 RAY_KEYS = ("ray_num_workers", "ray_init_kwargs")

@@ -46,3 +46,12 @@ def name_overrides(problems: list[Problem], overrides: dict[str, str]) -> list[P
 
 def has_errors(problems: list[Problem]) -> bool:
     return any(p.severity == ERROR for p in problems)
+
+
+def show_value(value: Any) -> str:
+    """A value as the spec's YAML writes it (true, null), for messages and fixes."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    return str(value)
