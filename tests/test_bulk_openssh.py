@@ -6,6 +6,7 @@ paramiko; without `ssh` on PATH they go through paramiko and the command says so
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import stat
@@ -237,3 +238,17 @@ def test_without_openssh_paramiko_copies_and_says_so_once(
     assert used == []
     assert sha256_file(tmp_path / "back/data/big.bin") == big.sha256
     assert capsys.readouterr().err.count(openssh.FALLBACK_NOTICE) == 1
+
+
+@pytest.mark.sandbox
+def test_openssh_refuses_a_host_key_missing_from_the_inventorys_file(
+    target: HostTarget, big_file: Path, tmp_path: Path, used: list[str]
+) -> None:
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    with connect(target) as remote:
+        # the paramiko connection was checked against the real file; OpenSSH is given only the empty one
+        remote.target = dataclasses.replace(target, known_hosts_file=str(empty))
+        with pytest.raises(TransportError, match="OpenSSH copy failed: Host key verification failed"):
+            upload_blobs(remote, [LocalFile.of(big_file)], "/home/lab/bulk/refused")
+    assert used == ["receive"] and empty.read_text() == ""  # nothing accepted, nothing recorded
