@@ -74,9 +74,17 @@ def test_env_prologue_exports_exact_values_and_rejects_bad_names() -> None:
 host = module_host("xport")
 
 
-@pytest.fixture
-def target(host, sandbox, monkeypatch: pytest.MonkeyPatch) -> HostTarget:  # noqa: ANN001
-    return inventory_target(sandbox, host, monkeypatch)
+@pytest.fixture(params=["openssh", "paramiko"])
+def target(  # noqa: ANN001
+    host, sandbox, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> HostTarget:
+    """Every test twice: bulk copies through OpenSSH's client, and through paramiko (the fallback), each
+    from an empty transfer folder (the host is shared by the module)."""
+    monkeypatch.setenv("RADEONLAB_BULK_TRANSPORT", request.param)
+    made = inventory_target(sandbox, host, monkeypatch)
+    with connect(made) as remote:
+        remote.run(["rm", "-rf", XFER])
+    return made
 
 
 @pytest.fixture
@@ -230,7 +238,10 @@ def test_part_that_is_not_a_prefix_is_restarted(target: HostTarget, tmp_path: Pa
     src.write_bytes(b"A" * 100_000)
     data = LocalFile.of(src)
     blob = f"{BLOBS}/sha256/{data.sha256}"
+    other = tmp_path / "other.bin"
+    other.write_bytes(b"makes the store")
     with connect(target) as remote:
+        upload_blobs(remote, [LocalFile.of(other)], BLOBS)  # the store's folders, as the host tool makes them
         put_text(remote, blob + ".part", "B" * 5000)
         _, sent = upload_blobs(remote, [data], BLOBS)
         assert sent == 100_000  # the resumed bytes did not hash right: sent again from zero

@@ -28,7 +28,7 @@ import re
 import shlex
 import socket
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -279,6 +279,7 @@ class Remote:
         self._conn = conn
         self._client: paramiko.SSHClient = conn.client
         self._code_ready = False
+        self.on_close: list[Callable[[], None]] = []  # OpenSSH bulk copies on this host (jobs/ssh/openssh.py)
 
     def __enter__(self) -> Remote:
         return self
@@ -288,6 +289,8 @@ class Remote:
 
     def close(self) -> None:
         """Close the connection (safe from another thread: an ongoing transfer then fails and can resume)."""
+        for stop in list(self.on_close):
+            stop()
         self._conn.close()
 
     @property
@@ -380,7 +383,8 @@ class Remote:
         return self._checked(self._exec(command, stdin, timeout), command, check)
 
     # --- radeonlab's host tools ---------------------------------------------------------------------------
-    def _tool_command(self, module: str, args: Sequence[str], python: str | None) -> str:
+    def tool_command(self, module: str, args: Sequence[str], python: str | None = None) -> str:
+        """The quoted command line that runs a host tool module (also run by jobs/ssh/openssh.py)."""
         code = f"{SETTINGS['code_dir']}/{hostcode.digest()}"
         wrapper = _TOOL.format(missing=SETTINGS["code_missing_exit"])
         argv = ["sh", "-c", wrapper, "sh", code, python or SETTINGS["remote_python"], "-m", module, *args]
@@ -413,7 +417,7 @@ class Remote:
         python: another interpreter (the training venv's, for tools that import the training stack); login:
         in a login shell (profile.d: ROCm paths, the card's overrides); env: sent on stdin, never in argv."""
         name = f"radeonlab.jobs.host.{module}"
-        command = self._tool_command(name, args, python)
+        command = self.tool_command(name, args, python)
         if login:
             command = quote_argv(["bash", "-lc", command])
         stdin = stdin_text.encode() if stdin_text is not None else None
@@ -437,7 +441,7 @@ class Remote:
         output (stderr merged); the host's terminal turns Ctrl-C into SIGINT and Ctrl-D into end of input."""
         if not self._code_ready:  # a terminal session cannot be re-run: the code must be there first
             self.install_code()
-        tool = self._tool_command(f"radeonlab.jobs.host.{module}", args, python)
+        tool = self.tool_command(f"radeonlab.jobs.host.{module}", args, python)
         try:
             chan = self._client.get_transport().open_session(timeout=SETTINGS["connect_timeout"])  # type: ignore[union-attr]
             chan.get_pty(term=os.environ.get("TERM") or "xterm", width=80, height=24)  # resize_pty follows
@@ -462,7 +466,7 @@ class Remote:
             if not self._exec(quote_argv(["sh", "-c", 'test -d "$HOME/$1"', "sh", code]), None, None).ok:
                 self.install_code()
             self._code_ready = True
-        command = self._tool_command(f"radeonlab.jobs.host.{module}", args, python)
+        command = self.tool_command(f"radeonlab.jobs.host.{module}", args, python)
         if not env:
             return Channel(self, self._channel(command))
         channel = Channel(self, self._channel("bash -s"))

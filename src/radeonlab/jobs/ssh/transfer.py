@@ -8,6 +8,10 @@ keeps a blob only when it hashes to its name. Download (`fetch`): one `send` too
 offset a kept .part resumes), and each arrives followed by the sha256 the host computed while reading it;
 the laptop hashes what it writes and keeps a file only when both agree. No file is read twice on either
 side, and a complete local file is never replaced by a partial one.
+
+Bulk copies (over jobs/ssh/openssh.py's threshold) move through OpenSSH's client where the laptop has one:
+the first exchange on paramiko says how many bytes would move; when that is bulk, the tool is told there is
+nothing more and the same request runs again on the OpenSSH channel, so the protocol is one and the same.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from radeonlab.errors import TransportError
 from radeonlab.jobs.host.receive import sha256_of
 from radeonlab.jobs.host.writeback import Writeback
 from radeonlab.jobs.plan.localfile import LocalFile
+from radeonlab.jobs.ssh import openssh
 from radeonlab.jobs.ssh.connection import Channel, Remote
+from radeonlab.jobs.ssh.openssh import SshChannel
 
 Progress = Callable[[int, int], None]  # (bytes_done, total)
 BLOCK = 1 << 20
@@ -104,6 +110,36 @@ def check_name(name: str, *, nested: bool) -> str:
     return name
 
 
+def _open(
+    remote: Remote, tool: str, root: str, request: dict, planned: Callable[[dict], int]
+) -> tuple[Channel | SshChannel, dict | None]:
+    """The tool's channel after its first exchange (request -> answer), moved to OpenSSH when the bytes
+    `planned(answer)` says would move are bulk: the paramiko run is ended cleanly (no more input: nothing
+    moves) and the same request is asked again over OpenSSH, whose answer is the one used."""
+    chan = remote.open_tool(tool, [root])
+    chan.send_json(request)
+    try:
+        answer = chan.read_json()
+        if answer is None or not openssh.wanted(planned(answer)):
+            return chan, answer
+    except BaseException:
+        chan.close()
+        raise
+    with chan:
+        chan.close_input()
+        while chan.read_json() is not None:
+            pass
+        chan.finish()
+    bulk = openssh.open_tool(remote, tool, [root])
+    bulk.send_json(request)
+    answer = bulk.read_json()
+    if answer is None:
+        code, err = bulk.finish()
+        bulk.close()
+        raise TransportError(f"{remote.target.name}: OpenSSH copy failed: {err or f'exit {code}'}")
+    return bulk, answer
+
+
 # ------------------------------------------------------------------------------------------------ upload
 
 
@@ -129,9 +165,15 @@ def upload_blobs(
     if not unique:
         return set(), 0
     for attempt in range(2):  # a blob whose kept .part turned out damaged is sent again from zero
-        with remote.open_tool("receive", [blobs_dir]) as chan:
-            chan.send_json({"files": [{"sha256": f.sha256, "size": f.size} for f in unique]})
-            answer = chan.read_json() or {}
+        request = {"files": [{"sha256": f.sha256, "size": f.size} for f in unique]}
+
+        def planned(answer: dict, unique: list[LocalFile] = unique) -> int:
+            there = set(answer.get("have") or [])
+            return sum(f.size for f in unique if f.sha256 not in there)
+
+        chan, first = _open(remote, "receive", blobs_dir, request, planned)
+        with chan:
+            answer = first or {}
             have = set(answer.get("have") or [])
             partial = {k: int(v) for k, v in (answer.get("partial") or {}).items()} if attempt == 0 else {}
             missing = [f for f in unique if f.sha256 not in have]
@@ -159,7 +201,7 @@ def _resumable(partial: dict[str, int], f: LocalFile) -> int:
 
 
 def _send_blobs(
-    chan: Channel,
+    chan: Channel | SshChannel,
     missing: Sequence[LocalFile],
     partial: dict[str, int],
     progress: Progress | None,
@@ -211,9 +253,9 @@ def fetch(
     report = FetchReport()
     for attempt in range(2):  # a kept .part that turned out not to be a prefix is fetched again from zero
         retry: list[str] = []
-        with remote.open_tool("send", [root]) as chan:
-            chan.send_json({"names": list(names) if names is not None else None, "under": under})
-            listing = chan.read_json()
+        request = {"names": list(names) if names is not None else None, "under": under}
+        chan, listing = _open(remote, "send", root, request, lambda ls: _unfetched_bytes(ls, Path(local_dir)))
+        with chan:
             if listing is None:  # the tool stopped before answering (it refused a name): say why
                 code, err = chan.finish()
                 raise TransportError(
@@ -247,6 +289,16 @@ def fetch(
     return report
 
 
+def _unfetched_bytes(listing: dict, local_dir: Path) -> int:
+    """Bytes a fetch may move, from sizes alone (no local file is read for this estimate)."""
+    total = 0
+    for item in listing.get("files") or []:
+        local = local_dir / check_name(item["name"], nested=True)
+        if not (local.is_file() and local.stat().st_size == item["size"]):
+            total += item["size"]
+    return total
+
+
 def _fetch_plan(
     files: list[dict], local_dir: Path, fresh: bool
 ) -> tuple[list[tuple[dict, int]], list[FileTransfer]]:
@@ -265,7 +317,7 @@ def _fetch_plan(
 
 
 def _receive_file(
-    chan: Channel, local_dir: Path, progress: Progress | None, done: int, total: int
+    chan: Channel | SshChannel, local_dir: Path, progress: Progress | None, done: int, total: int
 ) -> tuple[int, str | None]:
     """One file of the send stream into <name>.part, then renamed; (bytes received, sha256 or None)."""
     head = chan.read_json()
