@@ -1,8 +1,6 @@
 """`radeonlab sandbox demo` (what scripts/demo.sh runs) as a user sees it: short output, watch's live panel
 on a terminal, one closing block (what was trained, where the adapter is, what it answered), phases that add
-up to the wall time. Each run provisions its own SIMULATED workstation and trains 300 steps on its CPU; the
-two runs share one state dir, as a user's second `./scripts/demo.sh` does (the second finds the lab's lock and
-the SIMULATED servers' files the first made: less CI time, and the demo's re-run shown)."""
+up to the wall time. Each run provisions its own SIMULATED workstation and trains 300 steps on its CPU."""
 
 from __future__ import annotations
 
@@ -36,7 +34,8 @@ def assert_closing_block(out: str, state: Path) -> None:
     assert re.search(rf"^state: +{where} \(no host left\)\n +`rm -rf {where}` removes", out, re.M), out
 
 
-def test_the_demo_through_a_pipe_is_short_and_its_phases_add_up(state: Path) -> None:
+def test_the_demo_through_a_pipe_is_short_and_its_phases_add_up(tmp_path: Path) -> None:
+    state = tmp_path / "demo"
     t0 = time.monotonic()
     done = subprocess.run([EXE, "sandbox", "--state-dir", str(state), "demo"], capture_output=True, text=True,
                           timeout=900)  # fmt: skip
@@ -56,18 +55,13 @@ def test_the_demo_through_a_pipe_is_short_and_its_phases_add_up(state: Path) -> 
     assert (state / "logs" / "provision.log").read_text().strip()  # pyinfra's output went to its log
 
 
-@pytest.fixture(scope="module")
-def state(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo's state dir, shared by this module's runs (each leaves no host: its closing block says so)."""
-    return tmp_path_factory.mktemp("demo") / "demo"
-
-
 def tmux(*args: str) -> str:
     return subprocess.run(["tmux", *args], check=True, capture_output=True, text=True).stdout
 
 
 @pytest.mark.skipif(subprocess.run(["which", "tmux"], capture_output=True).returncode != 0, reason="no tmux")
-def test_the_demo_on_a_terminal_redraws_watchs_panel_in_place(state: Path) -> None:
+def test_the_demo_on_a_terminal_redraws_watchs_panel_in_place(tmp_path: Path) -> None:
+    state = tmp_path / "demo"
     session = f"demo-{os.getpid()}"
     command = shlex.join([EXE, "sandbox", "--state-dir", str(state), "demo"]) + '; echo "demo exited $?"'
     tmux("new-session", "-d", "-s", session, "-x", "160", "-y", "50", command)
