@@ -173,7 +173,9 @@ def test_the_page_runs_as_written_on_a_fresh_clone(tmp_path: Path) -> None:
 
     assert re.search(r"^provisioned ws1 in [\d.]+s$", output("radeonlab sandbox up"), re.M)
     assert re.search(r"^provisioned ws1 in [\d.]+s$", output(REPROVISION), re.M)
-    assert re.search(r"^ ws1 +yes +AMD Radeon RX 7900 XTX \(gfx1100\)", output("radeonlab fleet"), re.M)
+    # reachable, its card, and provisioned (the column after torch), no job yet: 0 queued
+    fleet = output("radeonlab fleet")
+    assert re.search(r"^ ws1 +yes +AMD Radeon RX 7900 XTX \(gfx1100\) .* yes +- +0 *$", fleet, re.M), fleet
     assert "try/demo.yaml: 0 error(s)" in output("radeonlab check")
     submitted = re.search(r"^submitted (\S+) to ws1: running$", output("radeonlab submit"), re.M)
     assert submitted, output("radeonlab submit")
