@@ -1,5 +1,6 @@
-"""End to end on sandbox hosts: the deploy as root on a host without sudo, and `radeonlab sandbox up
---provision` giving hosts the job runner sees provisioned.
+"""End to end on sandbox hosts: the deploy as root on a host without sudo. (`radeonlab sandbox up
+--provision` giving hosts the job runner uses, and `sandbox provision` again, are shown by
+tests/test_tryit_e2e.py's run of the try-it page: one provisioning for both.)
 
 Root without sudo: pyinfra logs in over SSH as root (the sandbox hosts take root's key, as a workstation
 whose owner logs in as root would) to a host whose sudo was removed. That is the cheapest honest stand-in for
@@ -10,15 +11,10 @@ as root; only the connector differs (installing pyinfra and radeonlab inside the
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from radeonlab.sandbox import provision
-from radeonlab.sandbox.hosts import Sandbox
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 
@@ -56,29 +52,3 @@ def test_a_root_deploy_plans_and_runs_without_sudo_and_refuses_root_as_the_train
     line = next(x for x in refused.stderr.splitlines() if "training as root is refused" in x)
     assert "the deploy runs as root and python_stack_user is empty" in line, line
     assert "set python_stack_user to a non-root user" in line, line
-
-
-def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    radeonlab = str(Path(sys.executable).with_name("radeonlab"))
-    return subprocess.run([radeonlab, *args], capture_output=True, text=True, env=env, timeout=3600)
-
-
-def test_sandbox_up_provision_gives_hosts_the_fleet_sees_provisioned(tmp_path) -> None:
-    state = tmp_path / "sbx"
-    env = {**os.environ, "RADEONLAB_SANDBOX_DIR": str(state), "RADEONLAB_INVENTORY": provision.INVENTORY}
-    try:
-        up = _cli("sandbox", "--state-dir", str(state), "up", "--hosts", "1", "--cards", "rx7900xtx",
-                  "--provision", env=env)  # fmt: skip
-        assert up.returncode == 0, (up.stdout[-3000:], up.stderr[-3000:])
-        assert "provisioned ws1 in " in up.stdout, up.stdout[-2000:]
-        fleet = _cli("fleet", "--json", env=env)
-        assert fleet.returncode == 0, (fleet.stdout[-2000:], fleet.stderr[-2000:])
-        (view,) = json.loads(fleet.stdout)
-        assert view["host"] == "ws1", view
-        assert view["reachable"] and view["provisioned"], view
-        again = _cli("sandbox", "--state-dir", str(state), "provision", env=env)  # what `up` prints
-        assert again.returncode == 0 and "provisioned ws1 in " in again.stdout, again.stderr[-3000:]
-    finally:
-        down = _cli("sandbox", "--state-dir", str(state), "down", env=env)
-    assert down.returncode == 0, down.stderr
-    assert Sandbox(state).hosts == {}

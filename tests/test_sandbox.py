@@ -153,6 +153,19 @@ def test_sshd_off_keeps_jobs_restart_ends_them_and_keeps_disk(make_host):
     assert _ssh(host, f"kill -0 {job} 2>/dev/null || echo gone; cat ~/disk.txt").split() == ["gone", "kept"]
 
 
+def test_make_idle_ends_the_login_users_processes_only_and_brings_sshd_back(make_host):
+    host = make_host()
+    spawn = "setsid nohup sleep 300 >/dev/null 2>&1 </dev/null & echo $!"
+    job, roots = _ssh(host, spawn).strip(), host.exec(spawn).stdout.strip()
+    host.stop_sshd()
+    host.make_idle()  # what the next module sharing an e2e host gets (provision.shared_trainer)
+    assert _ssh(host, f"kill -0 {job} 2>/dev/null || echo gone").strip() == "gone"
+    assert host.exec(f"kill -0 {roots}", check=False).returncode == 0  # not the login user's: kept
+    host.stop()
+    host.make_idle()  # a stopped host starts
+    assert _ssh(host, "echo up").strip() == "up"
+
+
 def test_destroy_leaves_no_mount_and_no_process(sandbox, make_host):
     host = make_host("rx9070xt")
     host.exec("setsid nohup sleep 300 >/dev/null 2>&1 </dev/null &")

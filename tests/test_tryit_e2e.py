@@ -31,6 +31,11 @@ MADE_BY_THE_PAGE = {"try", "runs"}
 TIMEOUT_S = 1500
 # The verbs the page must walk through (issue 25 item 2), each a command of its own.
 VERBS = ("sandbox up", "check", "submit", "watch", "logs", "fetch", "chat", "export", "dashboard")
+UP = "radeonlab sandbox up --hosts 1 --provision"
+# Run right after UP, beside the page: `sandbox provision` (the verb `up --provision` runs) again on the
+# provisioned host, a no-op that exits 0 and says so. This run is also the suite's evidence for `up
+# --provision` and `sandbox provision` (one provisioning for both: CI time).
+REPROVISION = "radeonlab sandbox provision"
 
 
 def page_commands(text: str) -> list[str]:
@@ -59,7 +64,7 @@ def test_the_page_walks_through_every_verb() -> None:
     for verb in VERBS:
         assert any(re.match(rf"radeonlab {verb}\b", c) for c in commands), verb
     assert commands[-1] == "radeonlab sandbox down"
-    assert "radeonlab sandbox up --hosts 1 --provision" in commands
+    assert UP in commands
     assert any(c.startswith("radeonlab chat ") and "--prompt" in c for c in commands)
 
 
@@ -114,7 +119,12 @@ def claim_when_kept(state: Path) -> None:
         reap.claim(state)
 
 
-def run_the_page(tmp: Path, commands: list[str]) -> list[tuple[str, int | None, str, float]]:
+Ran = list[tuple[str, int | None, str, float]]
+
+
+def run_the_page(tmp: Path, commands: list[str]) -> tuple[Ran, list[str]]:
+    """Each command's (command, exit status, output, seconds) as far as they ran, and the hosts the page's
+    own commands left (before this test's clean-up)."""
     clone, state, out = fresh_clone(tmp), tmp / "state", tmp / "out"
     out.mkdir()
     (tmp / "page.sh").write_text(script(commands, out))
@@ -133,6 +143,7 @@ def run_the_page(tmp: Path, commands: list[str]) -> list[tuple[str, int | None, 
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
         sbx = Sandbox(state)
+        left = sorted(sbx.hosts)
         sbx.destroy_all()
         assert sbx.leftovers() == []
     ran = []
@@ -143,13 +154,14 @@ def run_the_page(tmp: Path, commands: list[str]) -> list[tuple[str, int | None, 
         rc = int((out / f"{i}.rc").read_text()) if done else None
         t1 = float((out / f"{i}.t1").read_text()) if done else time.time()
         ran.append((command, rc, (out / f"{i}.out").read_text(), t1 - float((out / f"{i}.t0").read_text())))
-    return ran
+    return ran, left
 
 
 def test_the_page_runs_as_written_on_a_fresh_clone(tmp_path: Path) -> None:
     commands = page_commands(PAGE.read_text())
+    commands.insert(commands.index(UP) + 1, REPROVISION)
     t0 = time.monotonic()
-    ran = run_the_page(tmp_path, commands)
+    ran, left = run_the_page(tmp_path, commands)
     report = "\n".join(f"[{s:6.1f}s rc={rc}] $ {c}\n{o[-1500:]}" for c, rc, o, s in ran)
     print(f"\ntry-it page: {len(ran)} commands in {time.monotonic() - t0:.0f}s\n{report}")
     failed = [(c, rc) for c, rc, _, _ in ran if rc != 0]
@@ -160,7 +172,10 @@ def test_the_page_runs_as_written_on_a_fresh_clone(tmp_path: Path) -> None:
         return next(o for c, o in out.items() if c.startswith(prefix))
 
     assert re.search(r"^provisioned ws1 in [\d.]+s$", output("radeonlab sandbox up"), re.M)
-    assert re.search(r"^ ws1 +yes +AMD Radeon RX 7900 XTX \(gfx1100\)", output("radeonlab fleet"), re.M)
+    assert re.search(r"^provisioned ws1 in [\d.]+s$", output(REPROVISION), re.M)
+    # reachable, its card, and provisioned (the column after torch), no job yet: 0 queued
+    fleet = output("radeonlab fleet")
+    assert re.search(r"^ ws1 +yes +AMD Radeon RX 7900 XTX \(gfx1100\) .* yes +- +0 *$", fleet, re.M), fleet
     assert "try/demo.yaml: 0 error(s)" in output("radeonlab check")
     submitted = re.search(r"^submitted (\S+) to ws1: running$", output("radeonlab submit"), re.M)
     assert submitted, output("radeonlab submit")
@@ -180,3 +195,4 @@ def test_the_page_runs_as_written_on_a_fresh_clone(tmp_path: Path) -> None:
     lab = json.loads(output("curl ").strip().splitlines()[-1])
     assert [h["host"] for h in lab["hosts"]] == ["ws1"], lab
     assert re.search(r"^all hosts destroyed under ", output("radeonlab sandbox down"), re.M)
+    assert left == []  # `down` itself destroyed them

@@ -304,6 +304,15 @@ class SandboxHost:
         self.stop()
         self.start()
 
+    def make_idle(self) -> None:
+        """Reachable (started, sshd answering) and idle: every process of the login user ends, so jobs an
+        earlier user of the host left running read as failed ("process gone") and free their GPU locks."""
+        if not self.is_running():
+            self.start()
+        else:
+            self.start_sshd()  # a fault test may have left sshd stopped
+        self.exec(["pkill", "-KILL", "-u", self.user], check=False)
+
     def _signal_init(self, sig: int) -> None:
         init = self.init_pid
         if init is None:

@@ -148,12 +148,6 @@ SHARED_TRAINER = "lab1"
 def shared_trainer(sandbox: Sandbox, card: str = "rx7900xtx") -> Provisioned:
     """The session's shared host, provisioned on first use; later users get it reachable and idle."""
     host = sandbox.hosts.get(SHARED_TRAINER)
-    if host is not None:
-        if not host.is_running():
-            host.start()
-        else:
-            host.start_sshd()  # an earlier module may have left sshd stopped (fault tests)
-        # End what an earlier module left running: its jobs then read as failed ("process gone") and the
-        # GPU locks they held free up, so this module's jobs are not queued behind them.
-        host.exec(f"pkill -KILL -u {host.user} || true")
+    if host is not None:  # an earlier module's jobs end, so this module's are not queued behind them
+        host.make_idle()
     return provision_host(sandbox, SHARED_TRAINER, card)
