@@ -154,7 +154,7 @@ def endpoint_of(
     env = os.environ if environ is None else environ
     if env.get("HF_ENDPOINT"):
         return env["HF_ENDPOINT"]
-    hosts = targets.values() if isinstance(targets, Mapping) else targets
+    hosts: Iterable[Any] = targets.values() if isinstance(targets, Mapping) else targets
     found = {str(t.data[ENDPOINT_KEY]) for t in hosts if t.data.get(ENDPOINT_KEY)}
     return sorted(found)[0] if found else None
 
