@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from radeonlab.contract.records import HostRecord
-from radeonlab.roles.gpu_env.plan import gpu_env, torch_build, training_targets
+from radeonlab.deploy.stack import torch_build
+from radeonlab.roles.gpu_env.plan import gpu_env, training_targets
 from radeonlab.roles.python_stack import plan as stack_plan
 from radeonlab.roles.python_stack.defaults import DEFAULTS as STACK_DEFAULTS
 from radeonlab.roles.rocm import repos
@@ -136,7 +137,7 @@ def test_the_sandbox_hosts_cpu_torch_setting_reaches_the_playbook() -> None:
 
 
 def test_targets_gpu_env_and_pip_steps_are_the_roles_for_the_hosts_torch_build() -> None:
-    build = torch_build(SETTINGS.get, ROCM_DEFAULTS, STACK_DEFAULTS)
+    build = torch_build(SETTINGS.get)
     targets = FILTERS["radeonlab_training_targets"](GPU_FACT, SETTINGS)
     assert targets == training_targets(CARDS, build, MIN_VRAM, MIN_UNIFIED) == ["gfx1031", "gfx1100"]
     env = gpu_env(CARDS, build, MIN_VRAM, MIN_UNIFIED, True)

@@ -205,6 +205,31 @@ def ssh_reached(start: str) -> list[str]:
     ]
 
 
+def role_of(name: str) -> str | None:
+    """The role a module belongs to (radeonlab.roles.X...: X, a folder), None outside a role's folder."""
+    parts = name.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["radeonlab", "roles"] else None
+
+
+def test_no_role_reads_another_roles_defaults() -> None:
+    """Each role reads its own DEFAULTS; the stack choice (roles/stack.py, computed once in
+    radeonlab/deploy/stack.py) and the GPU table come to it, and another role's key through that role's
+    function (issue 24 item 5). Type-only imports count too."""
+    modules = product_modules()
+    known = set(modules)
+    roles = {p.parent.name for p in (REPO / "src/radeonlab/roles").glob("*/__init__.py")}
+    found = []
+    for name, path in modules.items():
+        own = role_of(name)
+        if own not in roles:
+            continue  # the composition (deploy/) and the shared modules (roles/stack.py, privilege.py)
+        for target in sorted(imports_of(path, known, typing=True)):
+            other = role_of(target)
+            if other in roles and other != own and target == f"radeonlab.roles.{other}.defaults":
+                found.append(f"{name} imports {target}")
+    assert not found, found
+
+
 def test_the_planner_reaches_no_ssh() -> None:
     """Nothing under jobs/plan imports jobs/ssh or paramiko/fabric, directly or through another module."""
     reaching = {

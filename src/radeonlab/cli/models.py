@@ -27,12 +27,12 @@ def _hosts(inventory: str | None, limit: str | None) -> tuple[str, list[Any]]:
     return inv, select_hosts(load_inventory(inv), limit_value(limit))
 
 
-def _hub_env(record: Any, target: Any, token: Any) -> dict[str, str]:
-    from radeonlab.jobs.plan.model import ENDPOINT_KEY
-
+def _hub_env(record: Any, endpoint: str | None, token: Any) -> dict[str, str]:
+    """The host tool's environment: its model cache, the endpoint the laptop asked (jobs/spec/hub.py
+    endpoint_of, as submit hands its jobs), the token."""
     env = {"HF_HUB_CACHE": record.model_cache} if record.model_cache else {}
-    if target.data.get(ENDPOINT_KEY):
-        env["HF_ENDPOINT"] = str(target.data[ENDPOINT_KEY])
+    if endpoint:
+        env["HF_ENDPOINT"] = endpoint
     if token is not None and token.value:
         env["HF_TOKEN"] = token.value  # on the channel's stdin, never in argv
     return env
@@ -67,9 +67,7 @@ def pull(model: str, revision: str | None, inventory: str | None, limit: str | N
 
     inv, targets = _hosts(inventory, limit)
     token = hub.laptop_token()
-    endpoint = next(
-        (str(t.data["radeonlab_hf_endpoint"]) for t in targets if t.data.get("radeonlab_hf_endpoint")), None
-    )
+    endpoint = hub.endpoint_of(targets)
     answer = hub.resolve_model(model, revision=revision, endpoint=endpoint, token=token)
     if answer.answer not in (hub.Answer.HUB, hub.Answer.UNREACHABLE):
         raise ModelError(answer.message)
@@ -101,7 +99,7 @@ def pull(model: str, revision: str | None, inventory: str | None, limit: str | N
         python = f"{record.venv}/bin/python"
         last: dict[str, Any] = {}
         with remote.open_tool(
-            "models", ["pull", model, *pin], python=python, env=_hub_env(record, target, token)
+            "models", ["pull", model, *pin], python=python, env=_hub_env(record, endpoint, token)
         ) as chan:
             chan.close_input()
             while (event := chan.read_json()) is not None:
@@ -169,13 +167,15 @@ def list_models(inventory: str | None, limit: str | None, as_json: bool) -> None
     from rich.table import Table
 
     from radeonlab.jobs.fleet.probe import read_host, require_record
+    from radeonlab.jobs.spec import hub
     from radeonlab.jobs.ssh.group import each_host
 
     inv, targets = _hosts(inventory, limit)
+    endpoint = hub.endpoint_of(targets)
 
     def one(remote: Any) -> list[dict[str, Any]]:
         record = require_record(read_host(remote, jobs="none"), inv)
-        env = _hub_env(record, remote.target, None)
+        env = _hub_env(record, endpoint, None)
         result = remote.tool("models", ["list"], python=f"{record.venv}/bin/python", env=env)
         lines = result.stdout.strip().splitlines()
         return list(json.loads(lines[-1])) if lines else []
@@ -214,15 +214,17 @@ def list_models(inventory: str | None, limit: str | None, as_json: bool) -> None
 def rm(model: str, revision: str | None, inventory: str | None, limit: str | None, as_json: bool) -> None:
     """Remove MODEL from the cache of every selected host."""
     from radeonlab.jobs.fleet.probe import read_host, require_record
+    from radeonlab.jobs.spec import hub
     from radeonlab.jobs.ssh.group import each_host
 
     inv, targets = _hosts(inventory, limit)
+    endpoint = hub.endpoint_of(targets)
 
     def one(remote: Any) -> dict[str, Any]:
         record = require_record(read_host(remote, jobs="none"), inv)
         args = ["rm", model, *(["--revision", revision] if revision else [])]
         result = remote.tool(
-            "models", args, python=f"{record.venv}/bin/python", env=_hub_env(record, remote.target, None)
+            "models", args, python=f"{record.venv}/bin/python", env=_hub_env(record, endpoint, None)
         )
         return result.last_json()
 

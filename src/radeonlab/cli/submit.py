@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import click
 
 from radeonlab.cli.options import echo_json, host_option, inventory_option, inventory_path, json_option, say
+
+
+@contextlib.contextmanager
+def problems_shown() -> Iterator[None]:
+    """Planning a job, a sweep or a Slurm job: a refused spec's findings, one stderr line each (as `radeonlab
+    check` words them), before the one `radeonlab: error:` line the command line prints (cli/__init__.py)."""
+    from radeonlab.errors import ChecksFailedError
+
+    try:
+        yield
+    except ChecksFailedError as exc:
+        for problem in exc.problems:
+            click.echo(str(problem), err=True)
+        raise
 
 
 def print_plan(plan: Any) -> None:
@@ -93,7 +109,6 @@ def command(
     sends nothing. Exit status: 0 started (or queued), 1 it failed to start, 2 the spec or an option is wrong.
     """
     from radeonlab.cli.views import rich_progress
-    from radeonlab.errors import ChecksFailedError
     from radeonlab.jobs.apply.submit import apply_plan, no_progress
     from radeonlab.jobs.plan.plan import plan_job
 
@@ -117,7 +132,7 @@ def command(
         raise SystemExit(submit_sweep(spec, inv, sweeps, overrides, host, nodes, dry_run, strict,
                                       allow_shared, follow, as_json))  # fmt: skip
     t0 = time.monotonic()
-    try:
+    with problems_shown():
         plan = plan_job(
             spec,
             inv,
@@ -130,10 +145,6 @@ def command(
             say=say,
             targets=targets,
         )
-    except ChecksFailedError as exc:
-        for problem in exc.problems:
-            click.echo(str(problem), err=True)
-        raise
     with plan:
         for node in plan.nodes:
             for note in [node.preflight.message] if node.preflight.fits is False else []:
@@ -174,22 +185,16 @@ def submit_sweep(
 ) -> int:
     """Plan every job of the sweep (nothing is sent if one is refused), then start them in order; 0 when
     every job started (or queued), 1 when one did not."""
-    import contextlib
-
     from radeonlab.cli.views import rich_progress
-    from radeonlab.errors import ChecksFailedError, InputError, RadeonlabError, one_line
+    from radeonlab.errors import InputError, RadeonlabError, one_line
     from radeonlab.jobs.apply.submit import apply_plan, no_progress
     from radeonlab.jobs.plan.sweep import plan_sweep
 
     if follow:
         raise InputError("--watch follows one job: watch a sweep's jobs with `radeonlab list` / `watch JOB`")
-    try:
+    with problems_shown():
         plans = plan_sweep(spec, inv, sweeps, overrides=overrides, host=host, nodes=nodes, strict=strict,
                            allow_shared=allow_shared, ask_blobs=dry_run, say=say)  # fmt: skip
-    except ChecksFailedError as exc:
-        for problem in exc.problems:
-            click.echo(str(problem), err=True)
-        raise
     results, failed = [], 0
     with contextlib.ExitStack() as opened:
         for plan in plans:
@@ -233,16 +238,11 @@ def submit_slurm(
 ) -> int:
     """Stage the job on every node Slurm may give it and sbatch it on the controller (jobs/apply/slurm.py)."""
     from radeonlab.cli.views import rich_progress
-    from radeonlab.errors import ChecksFailedError
     from radeonlab.jobs.apply.slurm import apply_slurm, batch_script, plan_slurm_job
     from radeonlab.jobs.apply.submit import no_progress
 
-    try:
+    with problems_shown():
         planned = plan_slurm_job(spec, inv, lab, nodes=nodes, overrides=overrides, strict=strict, say=say)
-    except ChecksFailedError as exc:
-        for problem in exc.problems:
-            click.echo(str(problem), err=True)
-        raise
     with planned:
         if dry_run:
             if as_json:

@@ -11,15 +11,13 @@ from pyinfra import host, logger
 from pyinfra.api.exceptions import DeployError
 from pyinfra.operations import python
 
-from radeonlab.deploy.targets import host_training_targets
+from radeonlab.deploy.stack import choose_stack
 from radeonlab.roles.access import grant_gpu_access
 from radeonlab.roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
-from radeonlab.roles.gpu.facts import AmdPciGpus, RadeonGpus
+from radeonlab.roles.gpu.facts import AmdPciGpus
 from radeonlab.roles.gpu_env import configure_gpu_env
-from radeonlab.roles.gpu_env.plan import as_gpus
 from radeonlab.roles.python_stack import install_python_stack, lock_file
 from radeonlab.roles.rocm import install_rocm
-from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
 from radeonlab.roles.rocm.driver import install_kernel_driver
 from radeonlab.roles.slurm import install_slurm_packages, is_controller_only, setup_slurm
 from radeonlab.roles.verify import verify_host
@@ -29,15 +27,11 @@ from radeonlab.roles.wheel_cache import setup_wheel_cache
 def provision(after_reboot: bool = False) -> None:
     """Provision the current host (pyinfra runs it once per host of the inventory); `after_reboot`: the pass
     run after the kernel driver's reboot."""
-    # 1. The GPUs, once (KFD topology + DRM sysfs), judged for the ROCm release being installed.
-    rocm_version = str(host.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"]))
-    gpus = as_gpus(
-        host.get_fact(
-            RadeonGpus,
-            sysfs_root=host.data.get("gpu_sysfs_root", GPU_DEFAULTS["gpu_sysfs_root"]),
-            rocm_version=rocm_version,
-        )
-    )
+    # 1. The stack choice, once: the GPUs (KFD topology + DRM sysfs) judged for the ROCm release being
+    # installed, the torch build, and the exact targets of the GPUs this host trains on (by usable memory,
+    # for that torch build: one ROCm package and one AMD device extra each). Every role below gets it.
+    stack = choose_stack(host)
+    gpus = stack.gpus
     cpu_only = bool(host.data.get("gpu_cpu_only", False))
     # A Slurm controller that runs no jobs (in slurm_controller, not in slurm_nodes) needs no GPU stack.
     slurm_controller_only = is_controller_only()
@@ -56,10 +50,6 @@ def provision(after_reboot: bool = False) -> None:
         python.call(name="Provision after the reboot (second pass)", function=provision, after_reboot=True)
         return
 
-    # The exact targets of the GPUs this host trains on (by usable memory, for the torch build it will get):
-    # one ROCm package and one AMD device extra each.
-    targets = host_training_targets(gpus)
-
     # Slurm's packages (in a Slurm lab) before the stack check below, which watches the dpkg database.
     install_slurm_packages()
 
@@ -68,25 +58,27 @@ def provision(after_reboot: bool = False) -> None:
     else:
         # 2. ROCm and the GPU environment: only where GPU work will run.
         if cpu_only:
-            targets = []
+            stack = stack.without_gpu()
             host.noop("gpu_cpu_only: skipping ROCm, the GPU environment and the device check")
         else:
-            install_rocm(gfx_targets=targets)
-            configure_gpu_env(gpus=gpus)
+            install_rocm(stack=stack)
+            configure_gpu_env(stack=stack)
 
         # 3. The training user: GPU groups (device check only with a GPU), the Python stack (through the lab's
         # wheel cache when the inventory names one: its host downloads and serves before any host installs),
         # the record.
         grant_gpu_access(check_devices=not cpu_only)
         # pyinfra's @deploy types a role's result as OperationMeta; its wrapper returns the function's value
-        sources: dict[str, Any] = setup_wheel_cache()  # type: ignore[assignment]  # pyinfra's typing (above)
-        lock = lock_file(sources)
+        sources: dict[str, Any] = setup_wheel_cache(  # type: ignore[assignment]  # pyinfra's typing (above)
+            stack=stack, stack_of=choose_stack
+        )
+        lock = lock_file(stack, sources)
         if lock.exists():
             logger.info(f"{host.name}: installs the Python stack from the hash lock {lock}")
         else:
             logger.info(f"{host.name}: no hash lock for its Python stack yet: the first deploy writes {lock}")
-        install_python_stack(sources=sources, gfx_targets=targets)
-        verify_host(gpus=gpus, cpu_only=cpu_only, device_targets=targets)
+        install_python_stack(stack=stack, sources=sources)
+        verify_host(stack=stack, cpu_only=cpu_only)
 
     # 4. Slurm, after every record is written (slurm.conf is made from them); nothing without its groups.
-    setup_slurm(gpus=gpus)
+    setup_slurm(stack=stack)

@@ -8,28 +8,17 @@ matmul per GPU), even when nothing the check depends on changed.
 
 from pyinfra import host
 
-from radeonlab.deploy.targets import host_training_targets
-from radeonlab.roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
-from radeonlab.roles.gpu.facts import RadeonGpus
-from radeonlab.roles.gpu_env.plan import as_gpus
-from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
+from radeonlab.deploy.stack import choose_stack
 from radeonlab.roles.slurm import check_slurm, is_controller_only
 from radeonlab.roles.verify import verify_host
 
 
 def reverify() -> None:
     """Re-check the current host and refresh its record."""
-    gpus = as_gpus(
-        host.get_fact(
-            RadeonGpus,
-            sysfs_root=host.data.get("gpu_sysfs_root", GPU_DEFAULTS["gpu_sysfs_root"]),
-            rocm_version=str(host.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"])),
-        )
-    )
     cpu_only = bool(host.data.get("gpu_cpu_only", False))
-    # the training GPUs' targets, as deploy/setup.py computes them: AMD's torch needs their device packages
-    targets = [] if cpu_only else host_training_targets(gpus)
+    # the stack choice as deploy/setup.py makes it: AMD's torch needs the training GPUs' device packages
+    stack = choose_stack(host)
     if not is_controller_only():
-        verify_host(gpus=gpus, cpu_only=cpu_only, recheck=True, device_targets=targets)
+        verify_host(stack=stack.without_gpu() if cpu_only else stack, cpu_only=cpu_only, recheck=True)
     # In a Slurm lab, on the controller: one munge key everywhere, one uid for the user, every node known.
     check_slurm()

@@ -17,14 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from radeonlab.errors import ModelError
-from radeonlab.jobs.fleet.inventory import HostTarget
 from radeonlab.jobs.spec import hub
 from radeonlab.jobs.spec.load import Spec
 from radeonlab.jobs.spec.paths import MODEL, host_paths, model_folder_problem
 
 __all__ = ["ModelInfo", "model_folder_problem", "resolve", "upload_files"]
 
-ENDPOINT_KEY = "radeonlab_hf_endpoint"  # host data: the Hub (or a lab mirror) jobs and the laptop ask
+# The endpoint lookup is the Hub client's (one place for the CLI verbs that ask the Hub); submit and sweep
+# reach it through this module.
+ENDPOINT_KEY = hub.ENDPOINT_KEY
+endpoint_of = hub.endpoint_of
 
 
 def upload_files(folder: Path) -> list[Path]:
@@ -63,14 +65,6 @@ class ModelInfo:
             **({"host_dir": self.host_dir} if self.host_dir else {}),  # used where it is, on the host
             "endpoint": self.endpoint,
         }
-
-
-def endpoint_of(targets: Mapping[str, HostTarget], environ: Mapping[str, str]) -> str | None:
-    """The Hub endpoint: the laptop's HF_ENDPOINT, else the inventory's radeonlab_hf_endpoint."""
-    if environ.get("HF_ENDPOINT"):
-        return environ["HF_ENDPOINT"]
-    found = {str(t.data[ENDPOINT_KEY]) for t in targets.values() if t.data.get(ENDPOINT_KEY)}
-    return sorted(found)[0] if found else None
 
 
 def offline_note(model: ModelInfo, host: str) -> str:

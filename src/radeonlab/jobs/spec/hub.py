@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -48,6 +48,7 @@ from radeonlab.jobs.spec.paths import hub_cache_fix, local_path
 
 # The client's default endpoint (huggingface_hub/constants.py) when neither the caller nor HF_ENDPOINT says.
 DEFAULT_ENDPOINT = "https://huggingface.co"
+ENDPOINT_KEY = "radeonlab_hf_endpoint"  # host data: the Hub (or a lab mirror) jobs and the laptop ask
 HUB_TIMEOUT_S = 10.0  # per request to the Hub
 CACHE_FOLDER = "hub"  # under the radeonlab data folder ($RADEONLAB_HOME, ~/.local/share/radeonlab)
 CONFIG_FILE = "config.json"
@@ -142,6 +143,20 @@ def laptop_token(environ: Mapping[str, str] | None = None) -> Token:
 def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
     """The laptop's config.json cache: <radeonlab data folder>/hub."""
     return db_path(environ).parent / CACHE_FOLDER
+
+
+def endpoint_of(
+    targets: Mapping[str, Any] | Iterable[Any], environ: Mapping[str, str] | None = None
+) -> str | None:
+    """The Hub endpoint every command asks (and hands to the hosts): the laptop's HF_ENDPOINT, else the
+    inventory's radeonlab_hf_endpoint (the first by name when hosts differ), else None (the client's
+    default). `targets`: inventory hosts (a name -> host mapping or a list), each with `.data`."""
+    env = os.environ if environ is None else environ
+    if env.get("HF_ENDPOINT"):
+        return env["HF_ENDPOINT"]
+    hosts: Iterable[Any] = targets.values() if isinstance(targets, Mapping) else targets
+    found = {str(t.data[ENDPOINT_KEY]) for t in hosts if t.data.get(ENDPOINT_KEY)}
+    return sorted(found)[0] if found else None
 
 
 def resolve_model(

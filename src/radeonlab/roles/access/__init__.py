@@ -18,6 +18,11 @@ from radeonlab.roles.python_stack import stack_paths
 from radeonlab.roles.python_stack.facts import UserGroups
 
 
+def granted_devices() -> list[str]:
+    """The device nodes this role grants (access_devices): the verify role's stack check opens them."""
+    return list(host.data.get("access_devices", DEFAULTS["access_devices"]))
+
+
 @deploy("Give the training user GPU access", data_defaults=DEFAULTS)
 def grant_gpu_access(check_devices: bool = True) -> None:
     """Add the training user to video + render (keeping its other groups); then, unless told not to (a host

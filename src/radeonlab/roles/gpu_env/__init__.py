@@ -3,7 +3,6 @@ shells."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 from pyinfra import host
@@ -11,26 +10,25 @@ from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.operations import files
 
-from radeonlab.roles.gpu.cards import Gpu
-from radeonlab.roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
 from radeonlab.roles.gpu_env.defaults import DEFAULTS
-from radeonlab.roles.gpu_env.plan import gpu_env, torch_build
+from radeonlab.roles.gpu_env.plan import gpu_env
 from radeonlab.roles.privilege import as_root
-from radeonlab.roles.python_stack.defaults import DEFAULTS as STACK_DEFAULTS
-from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
+from radeonlab.roles.stack import StackChoice
 
 TEMPLATE = Path(__file__).parent / "templates" / "radeonlab-gpu.sh.j2"
 
 
+def profile_path() -> str:
+    """Where this role writes the GPU settings (gpu_env_profile_path): Slurm's task prolog sources it."""
+    return str(host.data.get("gpu_env_profile_path", DEFAULTS["gpu_env_profile_path"]))
+
+
 @deploy("Configure the GPU environment", data_defaults=DEFAULTS)
-def configure_gpu_env(gpus: Sequence[Gpu]) -> None:
-    """Write /etc/profile.d/radeonlab-gpu.sh for these GPUs (the RadeonGpus fact's value)."""
-    build = torch_build(host.data.get, ROCM_DEFAULTS, STACK_DEFAULTS)
-    min_vram = int(host.data.get("gpu_min_vram_bytes", GPU_DEFAULTS["gpu_min_vram_bytes"]))
-    min_unified = int(
-        host.data.get("gpu_min_unified_memory_bytes", GPU_DEFAULTS["gpu_min_unified_memory_bytes"])
-    )
-    env = gpu_env(gpus, build, min_vram, min_unified, bool(host.data.get("gpu_env_aotriton_experimental")))
+def configure_gpu_env(stack: StackChoice) -> None:
+    """Write /etc/profile.d/radeonlab-gpu.sh for the host's GPUs and torch build (its stack choice)."""
+    build = stack.torch
+    aotriton = bool(host.data.get("gpu_env_aotriton_experimental"))
+    env = gpu_env(stack.gpus, build, stack.min_vram, stack.min_unified, aotriton)
     if not env.training and host.data.get("gpu_env_require_training_gpu"):
         raise DeployError(f"{host.name}: no GPU to train on with {build.label}: {'; '.join(env.comments)}")
     files.template(

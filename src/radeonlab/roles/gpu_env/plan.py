@@ -25,32 +25,14 @@ from radeonlab.roles.gpu.cards import (
     override_for_wheel,
     rocm_arch_list,
 )
-from radeonlab.roles.gpu.table import AOTRITON_ARCHS, wheel_targets
+from radeonlab.roles.gpu.table import AOTRITON_ARCHS
+from radeonlab.roles.stack import SOURCE_NAMES, TorchBuild  # the torch part of the stack choice
 
 # Attention on Radeon falls back to the slow, memory-hungry math path unless AOTriton's experimental
 # Navi kernels are on (unslothai/unsloth#8821: gfx1200, N=4096, math 486 ms / 8.55 GiB vs flash 41 ms /
 # 0.52 GiB; docs/notes/rocm-facts.md). The architectures the variable applies to: AOTRITON_ARCHS, from the
 # one GPU table (roles/gpu/table.py).
 AOTRITON_VARIABLE = "TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL"
-SOURCE_NAMES = {"amd": "AMD's multi-arch wheels", "pytorch": "download.pytorch.org's ROCm wheels"}
-
-
-@dataclass(frozen=True)
-class TorchBuild:
-    """The torch the host trains with: its source and ROCm release (what its wheels carry code for)."""
-
-    source: str  # "amd" | "pytorch"
-    rocm_version: str
-    torch_version: str = ""
-
-    @property
-    def label(self) -> str:
-        version = f"torch {self.torch_version} " if self.torch_version else "torch "
-        return f"{version}from {SOURCE_NAMES.get(self.source, self.source)} (ROCm {self.rocm_version})"
-
-    @property
-    def targets(self) -> tuple[str, ...]:
-        return wheel_targets(self.source)
 
 
 @dataclass
@@ -152,18 +134,6 @@ def as_gpus(fact_value: Sequence[Gpu] | Sequence[Mapping[str, Any]]) -> list[Gpu
         g if isinstance(g, Gpu) else Gpu(**{k: v for k, v in g.items() if k in _GPU_FIELDS})
         for g in fact_value
     ]
-
-
-def torch_build(data_get, rocm_defaults: dict, stack_defaults: dict) -> TorchBuild:  # noqa: ANN001
-    """The host's torch build from its data (`host.data.get`): source, the ROCm its wheels are built for,
-    torch version."""
-    from radeonlab.roles.python_stack.plan import pytorch_rocm_series  # plan imports gpu.cards only
-
-    source = str(data_get("pytorch_source", stack_defaults["pytorch_source"]))
-    rocm = str(data_get("rocm_version", rocm_defaults["rocm_version"]))
-    if source != "amd":
-        rocm = pytorch_rocm_series({k: data_get(k, v) for k, v in stack_defaults.items()}, rocm)
-    return TorchBuild(source, rocm, str(data_get("pytorch_version", stack_defaults["pytorch_version"])))
 
 
 def training_targets(gpus: Sequence[Gpu], build: TorchBuild, min_vram: int, min_unified: int) -> list[str]:

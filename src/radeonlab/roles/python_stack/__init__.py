@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import os
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from radeonlab.roles.python_stack import firstlock, plan
 from radeonlab.roles.python_stack import lock as stack_lock
 from radeonlab.roles.python_stack.defaults import DEFAULTS
 from radeonlab.roles.python_stack.facts import InstalledDistributions, PythonVersion, UserGroups
-from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
+from radeonlab.roles.stack import StackChoice
 
 TEMPLATES = Path(__file__).parent / "templates"
 # Modes of the folders the role creates, owned by the training user and its primary group. The jobs dir
@@ -82,11 +82,11 @@ def run_dir() -> str:
     return str(state.cwd or os.getcwd())
 
 
-def lock_file(sources: Mapping[str, Any] | None = None) -> Path:
+def lock_file(stack: StackChoice, sources: Mapping[str, Any] | None = None) -> Path:
     """The hash lock this host's stack is installed from: the repository's, else the lab's (made by the
     first deploy of the stack when missing). Facts only."""
     data = {**settings(), **(sources or {})}
-    rocm_version = str(host.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"]))
+    rocm_version = stack.rocm_version
     try:
         _, python_minor = _python_choice(data)
         return stack_lock.lock_path(data, stack_lock.lock_key(data, rocm_version, python_minor), run_dir())
@@ -95,16 +95,15 @@ def lock_file(sources: Mapping[str, Any] | None = None) -> Path:
 
 
 @deploy("Install the Python training stack", data_defaults=DEFAULTS)
-def install_python_stack(
-    sources: Mapping[str, Any] | None = None, gfx_targets: Sequence[str | None] = ()
-) -> None:
-    """`sources`: settings that win over the inventory's (the wheel cache's index URLs, roles/wheel_cache).
-    `gfx_targets`: the training GPUs' exact targets (AMD's wheels: one device extra each)."""
+def install_python_stack(stack: StackChoice, sources: Mapping[str, Any] | None = None) -> None:
+    """`stack`: the host's stack choice (deploy/stack.py): its ROCm release and the training GPUs' exact
+    targets (AMD's wheels: one device extra each). `sources`: settings that win over the inventory's (the
+    wheel cache's index URLs, roles/wheel_cache)."""
     data = {**settings(), **(sources or {})}
-    targets = sorted({t for t in gfx_targets if t})
+    targets = sorted({t for t in stack.targets if t})
     paths = stack_paths()
     as_user = privilege.as_user(paths.user)
-    rocm_version = str(host.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"]))
+    rocm_version = stack.rocm_version
 
     extras = list(data.get("python_stack_extras") or [])
     try:

@@ -16,11 +16,9 @@ from pyinfra.operations import apt, files, python, server
 from pyinfra.operations.util import any_changed
 
 from radeonlab.roles.privilege import as_root
-from radeonlab.roles.python_stack.defaults import DEFAULTS as PYTHON_STACK_DEFAULTS
-from radeonlab.roles.python_stack.defaults import torch_pairing
-from radeonlab.roles.python_stack.plan import pytorch_rocm_series
 from radeonlab.roles.rocm import matrix, repos
 from radeonlab.roles.rocm.defaults import DEFAULTS
+from radeonlab.roles.stack import StackChoice
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -51,14 +49,16 @@ def _missing(packages: Sequence[str]) -> list[str]:
 
 
 @deploy("Install ROCm", data_defaults=DEFAULTS)
-def install_rocm(gfx_targets: Sequence[str | None] = ()) -> None:
-    """Install ROCm for the GPUs whose gfx targets are given: the Core SDK picks one meta package per exact
-    target (multi-arch layout) or per GPU family; the legacy stream installs its runtime packages.
+def install_rocm(stack: StackChoice) -> None:
+    """Install ROCm for the GPUs this host trains on (`stack.targets`, the stack choice deploy/stack.py
+    makes once): the Core SDK picks one meta package per exact target (multi-arch layout) or per GPU family;
+    the legacy stream installs its runtime packages.
 
     Everything that can be refused (an unpublished release, a stream AMD does not serve on this distribution,
     a GPU without a package, an unpaired torch) is refused here, before any operation runs.
     """
     data = settings()
+    gfx_targets = stack.targets
     distro_fact = host.get_fact(LinuxDistribution)
     codename = repos.check_supported(host.name, repos.distro_from_fact(distro_fact))
     _warn_outside_matrix(distro_fact, gfx_targets)
@@ -72,7 +72,7 @@ def install_rocm(gfx_targets: Sequence[str | None] = ()) -> None:
         raise DeployError(f"{host.name}: {e}") from None
     if not packages:
         raise DeployError(f"{host.name}: no ROCm package serves this host's GPUs {list(gfx_targets)}")
-    _check_torch_pairing(data)
+    _check_torch_pairing(data, stack)
 
     missing_prereqs = _missing(data["rocm_prerequisite_packages"])
     if missing_prereqs:
@@ -195,18 +195,11 @@ def _remove_other_streams(data: dict[str, Any], stream: str) -> list[Any]:
     return ops
 
 
-def _check_torch_pairing(data: dict[str, Any]) -> None:
-    torch_version = str(host.data.get("pytorch_version", PYTHON_STACK_DEFAULTS["pytorch_version"]))
-    source = str(host.data.get("pytorch_source", PYTHON_STACK_DEFAULTS["pytorch_source"]))
+def _check_torch_pairing(data: dict[str, Any], stack: StackChoice) -> None:
     # AMD's wheels pair with the Core SDK release; download.pytorch.org's with the rocm<series> index they
-    # come from (their own ROCm libraries inside, so they also run beside a Core SDK).
-    stack = {key: host.data.get(key, default) for key, default in PYTHON_STACK_DEFAULTS.items()}
-    rocm = (
-        str(data["rocm_version"])
-        if source == "amd"
-        else pytorch_rocm_series(stack, str(data["rocm_version"]))
-    )
-    problem = repos.torch_pairing_problem(rocm, torch_version, torch_pairing(source))
+    # come from (their own ROCm libraries inside, so they also run beside a Core SDK): stack.torch says which.
+    torch = stack.torch
+    problem = repos.torch_pairing_problem(torch.rocm_version, torch.torch_version, stack.pairing)
     if problem and not data["rocm_allow_unpaired_torch"]:
         raise DeployError(f"{host.name}: {problem} (set rocm_allow_unpaired_torch: true to install anyway)")
     if problem:

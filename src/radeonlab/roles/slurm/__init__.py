@@ -8,7 +8,7 @@ nothing there.
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -18,15 +18,13 @@ from pyinfra.api.exceptions import DeployError
 from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import apt, files, server, systemd
 
-from radeonlab.roles.gpu.cards import Gpu
-from radeonlab.roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
-from radeonlab.roles.gpu_env.defaults import DEFAULTS as GPU_ENV_DEFAULTS
+from radeonlab.roles.gpu_env import profile_path
 from radeonlab.roles.privilege import as_root
-from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
 from radeonlab.roles.slurm import daemons, plan
 from radeonlab.roles.slurm.defaults import DEFAULTS
 from radeonlab.roles.slurm.facts import SlurmDaemons
 from radeonlab.roles.slurm.operations import action_of, detached_daemon, slurm_check, slurm_config
+from radeonlab.roles.stack import StackChoice
 
 TEMPLATES = Path(__file__).parent / "templates"
 JINJA = {"trim_blocks": True, "lstrip_blocks": True}
@@ -69,8 +67,9 @@ def install_slurm_packages() -> None:
 
 
 @deploy("Set up Slurm", data_defaults=DEFAULTS)
-def setup_slurm(gpus: Sequence[Gpu]) -> None:
-    """Install and configure this host's part of the lab's Slurm (nothing without the Slurm groups)."""
+def setup_slurm(stack: StackChoice) -> None:
+    """Install and configure this host's part of the lab's Slurm (nothing without the Slurm groups);
+    `stack`: the host's stack choice (deploy/stack.py), whose training GPUs the node hands out."""
     data = settings()
     lab = slurm_lab()
     if lab is None:
@@ -82,7 +81,7 @@ def setup_slurm(gpus: Sequence[Gpu]) -> None:
     try:
         name = plan.node_name(host.name, host.data)
         key = plan.load_or_create_key(str(data["slurm_munge_key_file"]))
-        chosen = _training_gpus(gpus) if is_node else []
+        chosen = _training_gpus(stack) if is_node else []
         gres = plan.gres_lines(name, chosen)
     except plan.SlurmPlanError as e:
         raise DeployError(f"{host.name}: Slurm: {e}") from None
@@ -189,10 +188,8 @@ class NodeFiles(NamedTuple):
     options_changed: Callable[[], bool]  # slurmd's command line: it must restart
 
 
-def _training_gpus(gpus: Sequence[Gpu]) -> list[Mapping[str, Any]]:
-    rocm_version = str(host.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"]))
-    min_vram = int(host.data.get("gpu_min_vram_bytes", GPU_DEFAULTS["gpu_min_vram_bytes"]))
-    return plan.training_gpus([g.to_dict() for g in gpus], rocm_version, min_vram)
+def _training_gpus(stack: StackChoice) -> list[Mapping[str, Any]]:
+    return plan.training_gpus([g.to_dict() for g in stack.gpus], stack.rocm_version, stack.min_vram)
 
 
 def _node_files(name: str, gres: list[str], rocr_map: list[int]) -> NodeFiles:
@@ -227,7 +224,7 @@ def _node_files(name: str, gres: list[str], rocr_map: list[int]) -> NodeFiles:
         mode="755",
         jinja_env_kwargs=JINJA,
         node_name=name,
-        profile=host.data.get("gpu_env_profile_path", GPU_ENV_DEFAULTS["gpu_env_profile_path"]),
+        profile=profile_path(),
         rocr_map=rocr_map,
         **as_root(),
     )

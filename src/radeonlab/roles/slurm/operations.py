@@ -19,7 +19,7 @@ from pyinfra.facts.files import FileContents
 from pyinfra.facts.server import Hostname
 from pyinfra.operations import files
 
-from radeonlab.roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
+from radeonlab.roles.gpu import min_vram_bytes
 from radeonlab.roles.slurm import checks, daemons, plan
 from radeonlab.roles.slurm.facts import (
     MungeCredential,
@@ -29,7 +29,7 @@ from radeonlab.roles.slurm.facts import (
     SlurmNodeStates,
     UserId,
 )
-from radeonlab.roles.verify.defaults import DEFAULTS as VERIFY_DEFAULTS
+from radeonlab.roles.verify import record_path
 
 # Per run (keyed by the pyinfra state): each node's record + `slurmd -C`, read once for all hosts, and what
 # each host's slurm.conf change needs ("none" | "reconfigure" | "restart"), read by later operations' _if.
@@ -50,8 +50,7 @@ def _node_info(name: str) -> dict[str, Any]:
         if key in _NODE_INFO:
             return _NODE_INFO[key]
         node = inventory.get_host(name)
-        path = str(node.data.get("verify_record_path", VERIFY_DEFAULTS["verify_record_path"]))
-        info = node.get_fact(SlurmNodeInfo, record_path=path)
+        info = node.get_fact(SlurmNodeInfo, record_path=record_path(node.data))
         if state.is_executing:
             _NODE_INFO[key] = info
         return info
@@ -65,7 +64,7 @@ def render_slurm_conf(lab: plan.Lab, data: Mapping[str, Any]) -> str:
         info = _node_info(inv_name)
         if not info.get("slurmd_c"):
             raise plan.SlurmPlanError(f"{inv_name}: `slurmd -C` gave nothing (is slurmd installed there?)")
-        min_vram = int(node.data.get("gpu_min_vram_bytes", GPU_DEFAULTS["gpu_min_vram_bytes"]))
+        min_vram = min_vram_bytes(node.data)
         name = plan.node_name(inv_name, node.data)
         specs.append(
             plan.node_spec(name, node.data, info.get("record"), info["slurmd_c"], min_vram, inv_name)

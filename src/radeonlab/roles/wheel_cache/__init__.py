@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import os
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,16 +19,12 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.server import LinuxDistribution
 from pyinfra.operations import apt, files, pip, server, systemd
 
-from radeonlab.roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
-from radeonlab.roles.gpu.facts import RadeonGpus
-from radeonlab.roles.gpu_env.plan import as_gpus, torch_build, training_targets
 from radeonlab.roles.privilege import as_root
 from radeonlab.roles.python_stack import lock as stack_lock
 from radeonlab.roles.python_stack import plan as stack_plan
 from radeonlab.roles.python_stack import settings as stack_settings
-from radeonlab.roles.python_stack.defaults import DEFAULTS as STACK_DEFAULTS
 from radeonlab.roles.python_stack.facts import PythonVersion
-from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
+from radeonlab.roles.stack import StackChoice
 from radeonlab.roles.wheel_cache import plan
 from radeonlab.roles.wheel_cache.defaults import DEFAULTS
 from radeonlab.roles.wheel_cache.facts import _PROBE, WheelCacheState
@@ -40,8 +37,10 @@ def settings() -> dict[str, Any]:
 
 
 @deploy("Set up the lab wheel cache", data_defaults=DEFAULTS)
-def setup_wheel_cache() -> dict[str, Any]:
-    """On the cache host: download, index and serve. On every host: the python_stack sources to use."""
+def setup_wheel_cache(stack: StackChoice, stack_of: Callable[[Any], StackChoice]) -> dict[str, Any]:
+    """On the cache host: download, index and serve. On every host: the python_stack sources to use.
+    `stack`: this host's stack choice; `stack_of`: the same choice for another host of the inventory (the
+    cache downloads for every host it serves)."""
     data = settings()
     groups = {name: [h.name for h in members] for name, members in inventory.groups.items()}
     cache_name = plan.cache_host_name(data, groups)
@@ -52,15 +51,15 @@ def setup_wheel_cache() -> dict[str, Any]:
         raise DeployError(f"{host.name}: wheel_cache_host {cache_name!r} is not a host of the inventory")
     url = plan.cache_url(data, cache_name, {"ssh_hostname": cache_host.data.get("ssh_hostname")})
     if host.name == cache_name:
-        _serve_cache(data)
+        _serve_cache(data, stack, stack_of)
     return plan.python_stack_sources(url)
 
 
-def _serve_cache(data: dict[str, Any]) -> None:
+def _serve_cache(data: dict[str, Any], chosen: StackChoice, stack_of: Callable[[Any], StackChoice]) -> None:
     stack = stack_settings()
-    rocm_version = str(host.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"]))
+    rocm_version = chosen.rocm_version
     try:
-        upstream = plan.Upstream.from_stack(stack, rocm_version, _lab_targets())
+        upstream = plan.Upstream.from_stack(stack, rocm_version, _lab_targets(stack_of))
         upstream.torch(stack)  # what the source cannot serve is refused here, in one line
     except ValueError as e:
         raise DeployError(f"{host.name}: {e}") from None
@@ -134,7 +133,7 @@ def _serve_cache(data: dict[str, Any]) -> None:
         _serve_detached(data, cache_dir, port, bind, probe_url, _if=uploads[plan.SERVER_SCRIPT].did_change)
 
 
-def _lab_targets() -> list[str]:
+def _lab_targets(stack_of: Callable[[Any], StackChoice]) -> list[str]:
     """The GPU targets every host of this run trains on (its own facts, read over its connection): the
     cache downloads one device package of AMD's wheels for each, once for the lab. Hosts left out by
     --limit are not asked; a target only they have is then fetched by the next run that includes them."""
@@ -142,19 +141,7 @@ def _lab_targets() -> list[str]:
     for other in inventory.iter_activated_hosts():
         if other.data.get("gpu_cpu_only", False):
             continue
-        gpus = as_gpus(
-            other.get_fact(
-                RadeonGpus,
-                sysfs_root=other.data.get("gpu_sysfs_root", GPU_DEFAULTS["gpu_sysfs_root"]),
-                rocm_version=str(other.data.get("rocm_version", ROCM_DEFAULTS["rocm_version"])),
-            )
-        )
-        build = torch_build(other.data.get, ROCM_DEFAULTS, STACK_DEFAULTS)
-        minimum = int(other.data.get("gpu_min_vram_bytes", GPU_DEFAULTS["gpu_min_vram_bytes"]))
-        unified = int(
-            other.data.get("gpu_min_unified_memory_bytes", GPU_DEFAULTS["gpu_min_unified_memory_bytes"])
-        )
-        targets.update(training_targets(gpus, build, minimum, unified))
+        targets.update(stack_of(other).targets)
     return sorted(targets)
 
 

@@ -14,22 +14,14 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from radeonlab.deploy.stack import torch_build
 from radeonlab.roles.access.check import access_problems
 from radeonlab.roles.access.facts import DeviceNodes
 from radeonlab.roles.gpu import sysfs
 from radeonlab.roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
-from radeonlab.roles.gpu_env.plan import (
-    TorchBuild,
-    as_gpus,
-    for_torch,
-    gpu_env,
-    torch_build,
-    training_targets,
-)
+from radeonlab.roles.gpu_env.plan import TorchBuild, as_gpus, for_torch, gpu_env, training_targets
 from radeonlab.roles.python_stack import plan as stack_plan
-from radeonlab.roles.python_stack.defaults import DEFAULTS as STACK_DEFAULTS
 from radeonlab.roles.rocm import repos
-from radeonlab.roles.rocm.defaults import DEFAULTS as ROCM_DEFAULTS
 from radeonlab.roles.verify import record as rec
 from radeonlab.roles.verify.facts import CHECK_SCRIPT, StackCheckState
 
@@ -40,8 +32,8 @@ def _plain(value: Any) -> Any:
 
 
 def _build(settings: Mapping[str, Any]) -> TorchBuild:
-    """The host's torch build, as deploy/setup.py and the roles get it (gpu_env.plan.torch_build)."""
-    return torch_build(lambda key, default: settings.get(key, default), ROCM_DEFAULTS, STACK_DEFAULTS)
+    """The host's torch build, as deploy/setup.py gives the roles (deploy/stack.py torch_build)."""
+    return torch_build(lambda key, default: settings.get(key, default))
 
 
 def _memory_floors(settings: Mapping[str, Any]) -> tuple[int, int]:
