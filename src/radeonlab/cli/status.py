@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from radeonlab.cli.options import JOB_HELP, echo_json, inventory_path, job_options, json_option
+from radeonlab.contract.state import JobState
 
 
 @click.command("status", epilog=JOB_HELP)
@@ -72,5 +73,5 @@ def command(job_ref: str, inventory: str | None, host: str | None, as_json: bool
                 size = f", {export['bytes'] / 2**30:.2f} GiB" if export.get("bytes") else ""
                 click.echo(f"  export {export.get('name')}: {export.get('dir')}{quantized}{size}")
             click.echo(f"  folder: {handle.dir.root}")
-    if state.state.value == "failed":
+    if state.state is JobState.FAILED:
         raise SystemExit(1)

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from radeonlab.contract.jobdir import JobDir, blobs_dir
-from radeonlab.contract.state import EndReason, JobState
+from radeonlab.contract.state import AttemptState, EndReason, JobState
 
 HOST_RECORD_PATH = "/etc/radeonlab/host.json"
 # Defaults the roles write and host-side advice names (roles/gpu_env, roles/access use these values).
@@ -160,12 +160,15 @@ class Attempt:
     cause: str = ""
     ladder: str | None = None  # a remedy's attempt: its ladder and step ("oom", "halve_batch")
     step: str | None = None
-    state: str = ""  # running | succeeded | failed | stopped (NaN) | cancelled
+    state: AttemptState = AttemptState.PENDING
     exit_code: int | None = None
     ended_at: str | None = None
     reason: str | None = None
     first_step: int | None = None  # the first and last step this attempt logged
     last_step: int | None = None
+
+    def __post_init__(self) -> None:
+        self.state = AttemptState(self.state)  # job.json holds the value
 
     def remedy(self) -> tuple[str, str] | None:
         """(ladder, step) of a remedy's attempt ("oom", "halve_batch"); None for a first run or a resume."""
@@ -195,9 +198,9 @@ class Attempt:
             text += f", from {self.resume_from_checkpoint.rstrip('/').rsplit('/', 1)[-1]}"
         elif self.n > 1:
             text += ", fresh start"
-        if self.state and self.state != "running":
-            text += f": {self.state}"
-            if self.reason and self.state != "succeeded":
+        if not self.state.is_live():
+            text += f": {self.state.value}"
+            if self.reason and self.state is not AttemptState.SUCCEEDED:
                 text += f" - {self.reason}"
         return text
 
