@@ -268,15 +268,10 @@ LOOSE_INSIDE_TODAY = {
     "HostRecord.torch",
     "Attempt.overrides",
     "Attempt.changes",
-    "JobRecord.remedies",
     "JobRecord.lf_defaults",
     "JobRecord.overrides",
-    "JobRecord.model",
     "JobRecord.nodes",
     "JobRecord.slurm",
-    "JobRecord.code",
-    "JobRecord.result",
-    "JobRecord.exports",
     "JobRecord.extra",
 }
 

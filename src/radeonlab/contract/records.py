@@ -11,9 +11,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from radeonlab.contract.jobdir import JobDir, blobs_dir
+from radeonlab.contract.parts import CodeDigest, Export, ModelRef, Result
+from radeonlab.contract.remedy import Remedy
 from radeonlab.contract.state import AttemptState, EndReason, JobState
 
 HOST_RECORD_PATH = "/etc/radeonlab/host.json"
@@ -218,30 +220,43 @@ class JobRecord:
     env: dict[str, str] = field(default_factory=dict)  # non-secret environment from the spec
     secret_names: list[str] = field(default_factory=list)  # sent in env.secret: names only, never values
     attempts: list[Attempt] = field(default_factory=list)
-    remedies: dict[str, dict[str, Any]] = field(default_factory=dict)  # {nan: {enabled, steps}}
+    remedies: dict[str, Remedy] = field(default_factory=dict)  # the spec's switches: {nan: {enabled, steps}}
     limits: dict[str, float] = field(default_factory=dict)  # spec limits, e.g. {"address_space_gb": 4}
     memory_total: int | None = None  # the job's GPU memory (named in OOM reports)
     lf_defaults: dict[str, Any] = field(default_factory=dict)  # LLaMA-Factory defaults the remedies read
     overrides: dict[str, Any] = field(default_factory=dict)  # `submit SPEC key=value` (a sweep's values)
-    model: dict[str, Any] = field(default_factory=dict)  # {name, revision, sha}: the exact base model
+    model: ModelRef | None = None  # the exact base model (job.json: {} when none was recorded)
     nodes: dict[str, Any] = field(default_factory=dict)  # multi-node: rank, world_size, master, peers
     # radeonlab_scheduler: slurm: {controller, candidates: [nodes staged], job_id (once sbatch answered)}
     slurm: dict[str, Any] = field(default_factory=dict)
-    code: dict[str, Any] = field(default_factory=dict)  # {digest, files: {path: sha256}} of host/
-    result: dict[str, Any] = field(default_factory=dict)  # which attempt and settings made the adapter
+    code: CodeDigest | None = None  # radeonlab's host code shipped with the job
+    result: Result | None = None  # which attempt and settings made the adapter (once one did)
     report: str = ""  # the supervisor's give-up report when no remedy was left
-    # merged models from `radeonlab export` (jobs/host/export.py): {name, dir, quantize, bytes, created_at}
-    exports: list[dict[str, Any]] = field(default_factory=list)
+    exports: list[Export] = field(default_factory=list)  # merged models from `radeonlab export`
     extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as they are
+
+    # the parts job.json has always written as {} when absent
+    OPTIONAL_PARTS: ClassVar[dict[str, type[ModelRef] | type[CodeDigest] | type[Result]]] = {
+        "model": ModelRef,
+        "code": CodeDigest,
+        "result": Result,
+    }
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        for name in self.OPTIONAL_PARTS:
+            data[name] = data[name] or {}
         return {**data.pop("extra"), **data}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> JobRecord:
         known = _known(cls, data)
         known["extra"] = {k: v for k, v in data.items() if k not in known and k != "extra"}
+        for name, part in cls.OPTIONAL_PARTS.items():
+            value = known.get(name)
+            known[name] = part.from_dict(value) if isinstance(value, Mapping) and value else None
+        known["exports"] = [Export.from_dict(e) for e in known.get("exports") or []]
+        known["remedies"] = {k: Remedy.from_dict(r) for k, r in (known.get("remedies") or {}).items()}
         rec = cls(**known)
         rec.attempts = [a if isinstance(a, Attempt) else Attempt(**_known(Attempt, a)) for a in rec.attempts]
         return rec

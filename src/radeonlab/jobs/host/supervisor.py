@@ -31,6 +31,7 @@ from dataclasses import replace
 from typing import Any
 
 from radeonlab.contract.jobdir import FILES, read_json, start_time, write_json_atomic
+from radeonlab.contract.parts import Result
 from radeonlab.contract.records import Attempt, JobRecord
 from radeonlab.contract.remedy import Remedy
 from radeonlab.contract.state import AttemptState, EndReason, JobState
@@ -137,10 +138,7 @@ class Supervisor:
 
     def spec_remedies(self) -> dict[str, Remedy]:
         """The spec's switches (job.json "remedies"), typed as the spec reader made them."""
-        return {
-            name: Remedy(enabled=bool(r.get("enabled", True)), steps=list(r.get("steps") or []))
-            for name, r in (self.job.remedies or {}).items()
-        }
+        return self.job.remedies
 
     def base_config(self) -> dict:
         return read_json(self.path(FILES["config_json"]))
@@ -226,14 +224,14 @@ class Supervisor:
         download it once (the Hub client's file locks); an interrupted download resumes on the next try.
         Returns why it failed, or None."""
         model = self.job.model
-        if model.get("local", True) or not model.get("name") or self.env.get("HF_HUB_OFFLINE") == "1":
+        if model is None or model.local or not model.name or self.env.get("HF_HUB_OFFLINE") == "1":
             return None
-        name, revision = str(model["name"]), str(model.get("sha") or model.get("revision") or "main")
+        name, revision = model.name, model.sha or model.revision or "main"
         self.states.write(JobState.RUNNING, reason=f"downloading {name} into the host's model cache")
         python = os.path.join(os.path.dirname(self.argv[0]), "python")
         env = {**self.env, "PYTHONPATH": self.path(FILES["code"])}
         argv = [python, "-m", "radeonlab.jobs.host.models", "pull", name, "--revision", revision]
-        argv += ["--ref", str(model.get("revision") or "main")] if model.get("sha") else []  # offline: found
+        argv += ["--ref", model.revision or "main"] if model.sha else []  # offline: found
         with open(self.path(FILES["train_log"]), "ab") as log:
             where = env.get("HF_HUB_CACHE", "the Hub cache")
             log.write(f"radeonlab: pulling {name}@{revision} into {where}\n".encode())
@@ -437,13 +435,13 @@ class Supervisor:
         )
         self.save_job()
 
-    def result_of(self, attempt: Attempt) -> dict:
+    def result_of(self, attempt: Attempt) -> Result:
         """Which attempt made the adapter and with which settings (the overrides over the first config)."""
         settings = remedies.effective_config({}, self.job.attempts)
-        return {
-            "attempt": attempt.n,
-            "settings": settings,
-            "resumed_from": attempt.resume_from_checkpoint,
-            "config": "config.yaml",
-            "summary": attempt.line(),
-        }
+        return Result(
+            attempt=attempt.n,
+            settings=settings,
+            resumed_from=attempt.resume_from_checkpoint,
+            config="config.yaml",
+            summary=attempt.line(),
+        )
