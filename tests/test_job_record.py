@@ -11,7 +11,7 @@ import pytest
 
 from radeonlab.contract.jobdir import JobDir, blobs_dir
 from radeonlab.contract.jobid import is_job_id, new_job_id, parse_job_id, sanitize_name
-from radeonlab.contract.parts import Export, ModelRef, Result
+from radeonlab.contract.parts import Export, ModelRef, Result, RocmInfo, TorchInfo
 from radeonlab.contract.records import (
     HOST_RECORD_SCHEMA,
     Attempt,
@@ -140,6 +140,21 @@ def test_host_record_round_trip_and_what_makes_it_unusable() -> None:
 
 
 RECORDED = Path(__file__).parent / "fixtures" / "records"
+
+
+def test_a_host_record_written_before_the_typed_parts_reads_and_writes_back_the_same() -> None:
+    """host.json as roles/verify wrote it before rocm and torch were dataclasses (see
+    fixtures/records/README.md)."""
+    data = json.loads((RECORDED / "host-simulated-rx7900xtx.json").read_text())
+    record = HostRecord.from_dict(data)
+    assert record.rocm == RocmInfo(stream="coresdk", version="10.1", installed="10.1.0")
+    assert record.torch.version == "2.13.0+cpu" and record.torch.hip is None and record.torch.source == "amd"
+    assert record.cpu_torch and record.torch.cpu_allowed and record.unusable() is None
+    assert record.to_dict() == data
+    # a host.json from before `source` existed: the part reads with its default
+    older = {**data, "torch": {k: v for k, v in data["torch"].items() if k != "source"}}
+    read = HostRecord.from_dict(older).torch
+    assert read == TorchInfo(version="2.13.0+cpu", cpu_build=True, cpu_allowed=True)
 
 
 def test_a_job_record_written_before_the_typed_parts_reads_and_writes_back_the_same() -> None:

@@ -1,4 +1,5 @@
-"""The nested parts of job.json, each typed to its leaves (records.py's JobRecord holds them).
+"""The nested parts of job.json and host.json, each typed to its leaves (records.py's JobRecord and
+HostRecord hold them).
 
 Each reads the JSON today's code writes (from_dict ignores keys it does not know, so a newer writer's extra
 keys do not break an older reader), and JobRecord writes them back as the same JSON objects.
@@ -85,3 +86,35 @@ class Export:
         values = known(cls, data)
         values["base_model"] = ModelRef.from_dict(data.get("base_model") or {})
         return cls(**values)
+
+
+# ------------------------------------------------------------------------------------- host.json's parts
+
+
+@dataclass
+class RocmInfo:
+    """host.json `rocm`: the ROCm the deploy asked for and what it found installed (roles/verify)."""
+
+    stream: str | None = None  # the inventory's rocm_stream
+    version: str | None = None  # the inventory's rocm_version
+    installed: str | None = None  # the installed ROCm's version file (None: not installed)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RocmInfo:
+        return cls(**known(cls, data))
+
+
+@dataclass
+class TorchInfo:
+    """host.json `torch`: the venv's torch as the deploy's stack check found it (roles/verify)."""
+
+    version: str | None = None
+    hip: str | None = None  # torch.version.hip (None: not a ROCm build)
+    cuda_available: bool = False  # torch.cuda.is_available(): it sees a GPU
+    cpu_build: bool = False  # neither HIP nor CUDA: it trains on the CPU
+    cpu_allowed: bool = False  # the inventory allows training on the CPU (python_stack_allow_cpu_torch)
+    source: str = ""  # "amd" (AMD's multi-arch wheels) | "pytorch" (PyTorch's own ROCm wheels)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TorchInfo:
+        return cls(**known(cls, data))

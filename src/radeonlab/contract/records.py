@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
 from radeonlab.contract.jobdir import JobDir, blobs_dir
-from radeonlab.contract.parts import CodeDigest, Export, ModelRef, Result
+from radeonlab.contract.parts import CodeDigest, Export, ModelRef, Result, RocmInfo, TorchInfo
 from radeonlab.contract.remedy import Remedy
 from radeonlab.contract.state import AttemptState, EndReason, JobState
 
@@ -77,8 +77,8 @@ class HostRecord:
     radeonlab_version: str = ""
     home: str = ""
     cpu_only: bool = False
-    rocm: dict[str, Any] = field(default_factory=dict)  # {stream, version, installed}
-    torch: dict[str, Any] = field(default_factory=dict)  # {version, hip, cuda_available, cpu_build, ...}
+    rocm: RocmInfo = field(default_factory=RocmInfo)
+    torch: TorchInfo = field(default_factory=TorchInfo)
     llamafactory_version: str | None = None
     gpus: list[GpuRecord] = field(default_factory=list)
     packages: dict[str, str] = field(default_factory=dict)  # the venv's distributions: name -> version
@@ -97,6 +97,9 @@ class HostRecord:
             g if isinstance(g, GpuRecord) else GpuRecord(**_known(GpuRecord, g))
             for g in known.get("gpus") or []
         ]
+        for name, part in (("rocm", RocmInfo), ("torch", TorchInfo)):
+            value = known.get(name) or {}
+            known[name] = value if isinstance(value, part) else part.from_dict(value)
         return cls(**known)
 
     def to_dict(self) -> dict[str, Any]:
@@ -125,7 +128,7 @@ class HostRecord:
     @property
     def cpu_torch(self) -> bool:
         """torch here has neither HIP nor CUDA: it trains on the CPU."""
-        return bool(self.torch.get("cpu_build"))
+        return self.torch.cpu_build
 
     @property
     def blobs_dir(self) -> str:
