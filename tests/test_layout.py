@@ -264,10 +264,6 @@ def loose_parts(hint: object) -> list[str]:
 # dataclass: remedy switches, model ref, nodes, scheduler info, code digest, result, exports, torch info).
 # Exact: a field typed to its leaves must leave the list, and no new field may join it.
 LOOSE_INSIDE_TODAY = {
-    "Attempt.overrides",
-    "Attempt.changes",
-    "JobRecord.lf_defaults",
-    "JobRecord.overrides",
     "JobRecord.nodes",
     "JobRecord.slurm",
     "JobRecord.extra",

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
 from radeonlab.contract.jobdir import JobDir, blobs_dir
-from radeonlab.contract.parts import CodeDigest, Export, ModelRef, Result, RocmInfo, TorchInfo
+from radeonlab.contract.parts import CodeDigest, Export, ModelRef, Result, RocmInfo, Scalar, TorchInfo
 from radeonlab.contract.remedy import Remedy
 from radeonlab.contract.state import AttemptState, EndReason, JobState
 
@@ -157,11 +157,11 @@ class Attempt:
 
     n: int
     created_at: str
-    overrides: dict[str, Any] = field(default_factory=dict)
+    overrides: dict[str, Scalar] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     resume_from_checkpoint: str | None = None
     note: str = ""
-    changes: dict[str, list[Any]] = field(default_factory=dict)
+    changes: dict[str, list[Scalar]] = field(default_factory=dict)
     cause: str = ""
     ladder: str | None = None  # a remedy's attempt: its ladder and step ("oom", "halve_batch")
     step: str | None = None
@@ -226,8 +226,8 @@ class JobRecord:
     remedies: dict[str, Remedy] = field(default_factory=dict)  # the spec's switches: {nan: {enabled, steps}}
     limits: dict[str, float] = field(default_factory=dict)  # spec limits, e.g. {"address_space_gb": 4}
     memory_total: int | None = None  # the job's GPU memory (named in OOM reports)
-    lf_defaults: dict[str, Any] = field(default_factory=dict)  # LLaMA-Factory defaults the remedies read
-    overrides: dict[str, Any] = field(default_factory=dict)  # `submit SPEC key=value` (a sweep's values)
+    lf_defaults: dict[str, Scalar] = field(default_factory=dict)  # LLaMA-Factory defaults the remedies read
+    overrides: dict[str, Scalar] = field(default_factory=dict)  # `submit SPEC key=value` (a sweep's values)
     model: ModelRef | None = None  # the exact base model (job.json: {} when none was recorded)
     nodes: dict[str, Any] = field(default_factory=dict)  # multi-node: rank, world_size, master, peers
     # radeonlab_scheduler: slurm: {controller, candidates: [nodes staged], job_id (once sbatch answered)}
