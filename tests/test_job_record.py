@@ -11,7 +11,7 @@ import pytest
 
 from radeonlab.contract.jobdir import JobDir, blobs_dir
 from radeonlab.contract.jobid import is_job_id, new_job_id, parse_job_id, sanitize_name
-from radeonlab.contract.parts import Export, ModelRef, Result, RocmInfo, TorchInfo
+from radeonlab.contract.parts import Export, ModelRef, Result, RocmInfo, SlurmInfo, SlurmNode, TorchInfo
 from radeonlab.contract.records import (
     HOST_RECORD_SCHEMA,
     Attempt,
@@ -192,6 +192,14 @@ def test_model_and_exports_read_as_typed_parts_and_write_back() -> None:
     written = job.to_dict()
     assert written["model"] == {**model, "host_dir": None} and written["result"] == {}
     assert written["exports"] == [{**export, "base_model": {**model, "host_dir": None}}]
+    # a Slurm job's part as jobs/apply/slurm.py writes it, before and after sbatch answered
+    node = {"host": "ws1", "address": "10.0.0.1"}
+    slurm = {"controller": "ctl", "candidates": ["ws1"], "nodes": {"sl-1": node}}
+    staged = JobRecord.from_dict({**MINIMAL_JOB, "slurm": slurm})
+    assert staged.slurm == SlurmInfo("ctl", ["ws1"], {"sl-1": SlurmNode("ws1", "10.0.0.1")})
+    assert staged.to_dict()["slurm"] == slurm and job.to_dict()["slurm"] == {} and job.slurm is None
+    sent = JobRecord.from_dict({**MINIMAL_JOB, "slurm": {**slurm, "job_id": "7"}})
+    assert sent.slurm is not None and sent.slurm.job_id == "7" and sent.to_dict()["slurm"]["job_id"] == "7"
     # an attempt's state outside the enum is refused, not carried as a string
     with pytest.raises(ValueError):
         Attempt(n=1, created_at="t", state="exploded")  # type: ignore[arg-type]

@@ -8,7 +8,7 @@ keys do not break an older reader), and JobRecord writes them back as the same J
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 # One LLaMA-Factory setting's value as job.json holds it (learning_rate 5e-05, flash_attn "auto", a remedy's
@@ -86,6 +86,38 @@ class Export:
         values = known(cls, data)
         values["base_model"] = ModelRef.from_dict(data.get("base_model") or {})
         return cls(**values)
+
+
+@dataclass
+class SlurmNode:
+    """One candidate node of a Slurm job: its inventory host and the address its peers reach it at."""
+
+    host: str
+    address: str
+
+
+@dataclass
+class SlurmInfo:
+    """job.json `slurm` of a job submitted through Slurm (jobs/apply/slurm.py writes it; jobs/track/slurm.py
+    and the launcher read it)."""
+
+    controller: str = ""
+    candidates: list[str] = field(default_factory=list)  # the hosts it was staged on
+    nodes: dict[str, SlurmNode] = field(default_factory=dict)  # Slurm node name -> its candidate
+    job_id: str | None = None  # once sbatch answered
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SlurmInfo:
+        values = known(cls, data)
+        values["nodes"] = {k: SlurmNode(**known(SlurmNode, v)) for k, v in (data.get("nodes") or {}).items()}
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As job.json has it: no job_id until sbatch answered."""
+        data = asdict(self)
+        if self.job_id is None:
+            del data["job_id"]
+        return data
 
 
 # ------------------------------------------------------------------------------------- host.json's parts

@@ -14,7 +14,16 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
 from radeonlab.contract.jobdir import JobDir, blobs_dir
-from radeonlab.contract.parts import CodeDigest, Export, ModelRef, Result, RocmInfo, Scalar, TorchInfo
+from radeonlab.contract.parts import (
+    CodeDigest,
+    Export,
+    ModelRef,
+    Result,
+    RocmInfo,
+    Scalar,
+    SlurmInfo,
+    TorchInfo,
+)
 from radeonlab.contract.remedy import Remedy
 from radeonlab.contract.state import AttemptState, EndReason, JobState
 
@@ -230,8 +239,7 @@ class JobRecord:
     overrides: dict[str, Scalar] = field(default_factory=dict)  # `submit SPEC key=value` (a sweep's values)
     model: ModelRef | None = None  # the exact base model (job.json: {} when none was recorded)
     nodes: dict[str, Any] = field(default_factory=dict)  # multi-node: rank, world_size, master, peers
-    # radeonlab_scheduler: slurm: {controller, candidates: [nodes staged], job_id (once sbatch answered)}
-    slurm: dict[str, Any] = field(default_factory=dict)
+    slurm: SlurmInfo | None = None  # a job submitted through Slurm (radeonlab_scheduler: slurm)
     code: CodeDigest | None = None  # radeonlab's host code shipped with the job
     result: Result | None = None  # which attempt and settings made the adapter (once one did)
     report: str = ""  # the supervisor's give-up report when no remedy was left
@@ -239,16 +247,18 @@ class JobRecord:
     extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as they are
 
     # the parts job.json has always written as {} when absent
-    OPTIONAL_PARTS: ClassVar[dict[str, type[ModelRef] | type[CodeDigest] | type[Result]]] = {
+    OPTIONAL_PARTS: ClassVar[dict[str, type[ModelRef | CodeDigest | Result | SlurmInfo]]] = {
         "model": ModelRef,
         "code": CodeDigest,
         "result": Result,
+        "slurm": SlurmInfo,
     }
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         for name in self.OPTIONAL_PARTS:
             data[name] = data[name] or {}
+        data["slurm"] = self.slurm.to_dict() if self.slurm else {}
         return {**data.pop("extra"), **data}
 
     @classmethod
