@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from radeonlab.contract.jobdir import JobDir, alive
+from radeonlab.contract.parts import CodeDigest
 from radeonlab.contract.records import JobRecord
 from radeonlab.jobs.host import stage
 from radeonlab.jobs.host.remedies import STEP_KEYS
@@ -75,7 +76,7 @@ def make_job(
         gpus=[0] if gpus is None else gpus,
         env=env or {},
         lf_defaults=dict(LF_DEFAULTS),
-        code={"digest": hostcode.digest(), "files": hostcode.file_digests()},
+        code=CodeDigest(hostcode.digest(), hostcode.file_digests()),
         **job,
     )
     Path(folder.job).write_text(json.dumps(record.to_dict()))

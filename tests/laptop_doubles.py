@@ -91,7 +91,7 @@ def host_record(
         "gpus": list(gpus),
         "packages": base_stack(),  # the venv the python_stack role installs
     }
-    return HostRecord(**{**values, **changes})
+    return HostRecord.from_dict({**values, **changes})  # rocm and torch as host.json holds them
 
 
 def job_summary(job_id: str, state: str, gpus: Sequence[int] = (0,), alive: bool = True) -> dict[str, Any]:

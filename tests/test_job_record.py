@@ -3,12 +3,15 @@ share (host.json, job.json, state.json)."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
 from radeonlab.contract.jobdir import JobDir, blobs_dir
 from radeonlab.contract.jobid import is_job_id, new_job_id, parse_job_id, sanitize_name
+from radeonlab.contract.parts import Export, ModelRef, Result, RocmInfo, SlurmInfo, SlurmNode, TorchInfo
 from radeonlab.contract.records import (
     HOST_RECORD_SCHEMA,
     Attempt,
@@ -17,9 +20,13 @@ from radeonlab.contract.records import (
     JobRecord,
     StateRecord,
 )
-from radeonlab.contract.state import EndReason, JobState
+from radeonlab.contract.remedy import Remedy
+from radeonlab.contract.state import AttemptState, EndReason, JobState
 
 WHEN = datetime(2025, 3, 31, 23, 26, 19, tzinfo=UTC)
+# the fields job.json must hold (JobRecord's without defaults)
+MINIMAL_JOB = {"id": "x-20250331-232619-beef", "name": "x", "spec_file": "s.yaml", "created_at": "t"}
+MINIMAL_JOB["host"] = "h"
 
 
 @pytest.mark.parametrize(
@@ -130,3 +137,69 @@ def test_host_record_round_trip_and_what_makes_it_unusable() -> None:
     assert HostRecord.from_dict({**record.to_dict(), "venv": ""}).unusable() == "host record lacks venv"
     broken = HostRecord.from_dict({**record.to_dict(), "problem": "torch cannot see the GPU"})
     assert broken.unusable() == "verification failed: torch cannot see the GPU"
+
+
+RECORDED = Path(__file__).parent / "fixtures" / "records"
+
+
+def test_a_host_record_written_before_the_typed_parts_reads_and_writes_back_the_same() -> None:
+    """host.json as roles/verify wrote it before rocm and torch were dataclasses (see
+    fixtures/records/README.md)."""
+    data = json.loads((RECORDED / "host-simulated-rx7900xtx.json").read_text())
+    record = HostRecord.from_dict(data)
+    assert record.rocm == RocmInfo(stream="coresdk", version="10.1", installed="10.1.0")
+    assert record.torch.version == "2.13.0+cpu" and record.torch.hip is None and record.torch.source == "amd"
+    assert record.cpu_torch and record.torch.cpu_allowed and record.unusable() is None
+    assert record.to_dict() == data
+    # a host.json from before `source` existed: the part reads with its default
+    older = {**data, "torch": {k: v for k, v in data["torch"].items() if k != "source"}}
+    read = HostRecord.from_dict(older).torch
+    assert read == TorchInfo(version="2.13.0+cpu", cpu_build=True, cpu_allowed=True)
+
+
+def test_a_job_record_written_before_the_typed_parts_reads_and_writes_back_the_same() -> None:
+    """A job folder written before the nested parts were dataclasses (fixtures/records/README.md): read
+    through the typed record, its parts are typed, and writing it back changes nothing in the JSON."""
+    data = json.loads((RECORDED / "job-nan-remedy.json").read_text())
+    job = JobRecord.from_dict(data)
+    assert [a.state for a in job.attempts] == [AttemptState.STOPPED, AttemptState.SUCCEEDED]
+    assert job.attempts[1].remedy() == ("nan", "lower_lr")
+    assert job.result == Result(
+        attempt=2,
+        settings={"learning_rate": 5e-05},
+        config="config.yaml",
+        summary="attempt 2: learning_rate 1e+30 -> 5e-05 (NaN at step 2), fresh start: succeeded",
+    )
+    assert job.code is not None and job.code.digest == "74394556607182260ee13001"
+    assert job.code.files["radeonlab/jobs/host/supervisor.py"].startswith("2166173744")
+    assert job.model is None and job.exports == []
+    assert job.remedies == {"nan": Remedy(enabled=True, steps=[])}
+    assert json.dumps(job.to_dict(), indent=1) == json.dumps(data, indent=1)
+
+
+def test_model_and_exports_read_as_typed_parts_and_write_back() -> None:
+    """model and exports as jobs/plan/model.py and jobs/host/export.py write them (key for key)."""
+    model = {"name": "Qwen/Qwen2.5-0.5B", "revision": "main", "sha": "a" * 40, "local": False}
+    model["endpoint"] = None
+    export = {
+        "name": "merged", "dir": "export/merged", "merged": True, "quantize": 4, "created_at": "t",
+        "base_model": model, "adapter": "/j/output", "files": 3, "bytes": 2**30, "cleared": [],
+    }  # fmt: skip
+    job = JobRecord.from_dict({**MINIMAL_JOB, "model": model, "exports": [export], "result": {}})
+    assert job.model == ModelRef(name="Qwen/Qwen2.5-0.5B", revision="main", sha="a" * 40, local=False)
+    assert job.exports == [Export.from_dict(export)] and job.exports[0].base_model == job.model
+    assert job.exports[0].quantize == 4 and job.result is None
+    written = job.to_dict()
+    assert written["model"] == {**model, "host_dir": None} and written["result"] == {}
+    assert written["exports"] == [{**export, "base_model": {**model, "host_dir": None}}]
+    # a Slurm job's part as jobs/apply/slurm.py writes it, before and after sbatch answered
+    node = {"host": "ws1", "address": "10.0.0.1"}
+    slurm = {"controller": "ctl", "candidates": ["ws1"], "nodes": {"sl-1": node}}
+    staged = JobRecord.from_dict({**MINIMAL_JOB, "slurm": slurm})
+    assert staged.slurm == SlurmInfo("ctl", ["ws1"], {"sl-1": SlurmNode("ws1", "10.0.0.1")})
+    assert staged.to_dict()["slurm"] == slurm and job.to_dict()["slurm"] == {} and job.slurm is None
+    sent = JobRecord.from_dict({**MINIMAL_JOB, "slurm": {**slurm, "job_id": "7"}})
+    assert sent.slurm is not None and sent.slurm.job_id == "7" and sent.to_dict()["slurm"]["job_id"] == "7"
+    # an attempt's state outside the enum is refused, not carried as a string
+    with pytest.raises(ValueError):
+        Attempt(n=1, created_at="t", state="exploded")  # type: ignore[arg-type]

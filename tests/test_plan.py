@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from radeonlab.contract.jobdir import JobDir
+from radeonlab.contract.parts import CodeDigest, ModelRef
 from radeonlab.errors import InputError
 from radeonlab.jobs.host.remedies import STEP_KEYS
 from radeonlab.jobs.plan import model as model_module
@@ -84,12 +85,12 @@ def test_the_job_record_says_what_runs_on_what(tmp_path: Path, monkeypatch: pyte
         job = plan.job_record(node)
     assert job.id == plan.job_id and job.name == "demo" and job.spec_file == "demo.yaml" and job.host == "ws1"
     # the host code the launcher must find in the job folder, file by file
-    assert job.code == {"digest": hostcode.digest(), "files": hostcode.file_digests()}
-    assert set(job.code["files"]) >= {"radeonlab/jobs/host/launcher.py", "radeonlab/contract/records.py"}
+    assert job.code == CodeDigest(hostcode.digest(), hostcode.file_digests())
+    assert set(job.code.files) >= {"radeonlab/jobs/host/launcher.py", "radeonlab/contract/records.py"}
     # LLaMA-Factory 0.9.5's defaults for what the remedies read (the host has no copy of the key list)
     assert set(job.lf_defaults) == set(STEP_KEYS)
     assert job.lf_defaults["learning_rate"] == 5e-05 and job.lf_defaults["flash_attn"] == "auto"
-    assert job.model == {"name": "tiny-llama", "revision": None, "sha": None, "local": True, "endpoint": None}
+    assert job.model == ModelRef(name="tiny-llama", revision=None, sha=None, local=True, endpoint=None)
     assert job.overrides == {"learning_rate": "1e-4"}  # as typed; the config gets the YAML value
     assert node.rendered.config["learning_rate"] == 1e-4 and plan.to_dict()["overrides"] == job.overrides
     assert job.gpus == [0] and job.memory_total == gpu("rx7900xtx").vram_total

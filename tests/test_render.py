@@ -129,7 +129,7 @@ def test_simulated_cpu_host_drops_precision_flags_and_says_so() -> None:
 def test_a_cpu_torch_the_deploy_did_not_allow_is_refused() -> None:
     """A CPU build of torch on a host with a card (a wrong wheel) would train on the CPU without a word."""
     host = host_record("ws6", [GPUS["7900xtx"]], cpu_torch=True)
-    host.torch["cpu_allowed"] = False
+    host.torch.cpu_allowed = False
     with pytest.raises(RenderError, match="python_stack_allow_cpu_torch: true") as err:
         render(spec(), host, PATHS)
     assert str(err.value).startswith("ws6: torch there is a CPU build (2.13.0+cpu)")

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from radeonlab.contract.jobdir import FILES
+from radeonlab.contract.parts import CodeDigest
 from radeonlab.contract.records import JobRecord, StateRecord
 from radeonlab.contract.state import JobState
 from radeonlab.jobs.apply import secrets, submit
@@ -158,7 +159,7 @@ def supervised_job(tmp_path: Path, lr: float) -> tuple[Path, Path]:
     job = JobRecord(
         JOB_ID, "t", "t.yaml", "x", "h", gpus=[0], secret_names=["HF_TOKEN"],
         remedies={"nan": {"enabled": True, "steps": []}},
-        code={"digest": hostcode.digest(), "files": hostcode.file_digests()},
+        code=CodeDigest(hostcode.digest(), hostcode.file_digests()),
     )  # fmt: skip
     (folder / FILES["job"]).write_text(json.dumps(job.to_dict()))
     (folder / FILES["config_json"]).write_text(json.dumps(config))

@@ -419,7 +419,7 @@ def test_two_nodes_are_planned_as_ranks_of_one_job_on_every_candidate(
     ]
     assert (sp.nodes, sp.constraint, sp.exclude) == (2, "bf16", ["sl-2"])
     assert said[-1].endswith("Slurm may run it on 2 of ws1, ws3 (--constraint=bf16)")
-    assert apply.slurm_info(sp) == {
+    assert apply.slurm_info(sp).to_dict() == {
         "controller": "ctl", "candidates": ["ws1", "ws3"],
         "nodes": {"sl-1": {"host": "ws1", "address": "10.0.0.1"},
                   "sl-3": {"host": "ws3", "address": "10.0.0.3"}},
@@ -439,6 +439,7 @@ def test_cancel_marks_every_rank_then_scancels_then_stops_what_is_left(
 ) -> None:
     """The marker first (each supervisor Slurm stops records a cancel), then scancel (Slurm records CANCELLED,
     not the launchers' exit as FAILED), then the launcher's cancel on every candidate."""
+    from radeonlab.contract.parts import SlurmInfo
     from radeonlab.jobs.track import slurm as track
 
     calls: list[tuple[str, str]] = []
@@ -470,7 +471,7 @@ def test_cancel_marks_every_rank_then_scancels_then_stops_what_is_left(
     monkeypatch.setattr(track, "require_record", lambda *_a: record)
     targets = _targets(ctl=(("slurm_controller",), {}), ws1=((), {}), ws3=((), {}))
     lab = track.SlurmLab(targets["ctl"], {})
-    word, done = track.cancel("j", {"candidates": ["ws1", "ws3"], "job_id": "41"}, targets, lab)
+    word, done = track.cancel("j", SlurmInfo("ctl", ["ws1", "ws3"], job_id="41"), targets, lab)
     assert word == "scancel 41: ok" and [(d.host, d.state.state) for d in done] == [
         ("ws1", JobState.CANCELLED), ("ws3", JobState.CANCELLED)
     ]  # fmt: skip

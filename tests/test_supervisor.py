@@ -14,6 +14,7 @@ import yaml
 
 from radeonlab.contract.jobdir import JobDir
 from radeonlab.contract.records import Attempt
+from radeonlab.contract.state import AttemptState
 from radeonlab.errors import DoesNotFitError
 from radeonlab.jobs.host import stage
 from radeonlab.jobs.host.supervisor import config_yaml, yaml_scalar
@@ -67,7 +68,7 @@ def test_attempt_line() -> None:
         n=2, created_at="t", changes={"flash_attn": ["auto", "disabled"]}, cause="NaN at step 3"
     )
     assert attempt.line() == "attempt 2: flash_attn auto -> disabled (NaN at step 3), fresh start"
-    attempt.resume_from_checkpoint, attempt.state = "checkpoint-20", "succeeded"
+    attempt.resume_from_checkpoint, attempt.state = "checkpoint-20", AttemptState.SUCCEEDED
     assert attempt.line().endswith("(NaN at step 3), from checkpoint-20: succeeded")
     assert Attempt(n=1, created_at="t").line() == "attempt 1: first run"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from radeonlab.cli.watch import StepLines
 from radeonlab.contract.records import Attempt, StateRecord
-from radeonlab.contract.state import JobState
+from radeonlab.contract.state import AttemptState, JobState
 from radeonlab.jobs.host import metrics
 from radeonlab.jobs.host.remedies import STEPS, _plan
 from radeonlab.jobs.track.watch import Snapshot
@@ -37,7 +37,7 @@ def test_a_remedys_attempt_starts_with_a_marker_line_before_its_steps() -> None:
     printer = StepLines()
     first = Attempt(n=1, created_at="t")
     assert printer.lines(snap([first], [point(1, 2.0)]))[0].startswith("step 1/10  loss 2.0000")
-    first.state, first.reason = "failed", "HIP out of memory"
+    first.state, first.reason = AttemptState.FAILED, "HIP out of memory"
     lines = printer.lines(snap([first, oom_attempt()], [point(1, 1.9)]))
     assert lines[0] == "attempt 1: first run: failed - HIP out of memory"
     assert lines[1] == "attempt 2 (remedy: oom -> halve_batch) starting"

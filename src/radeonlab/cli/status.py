@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from radeonlab.cli.options import JOB_HELP, echo_json, inventory_path, job_options, json_option
+from radeonlab.contract.state import JobState
 
 
 @click.command("status", epilog=JOB_HELP)
@@ -27,6 +28,7 @@ def command(job_ref: str, inventory: str | None, host: str | None, as_json: bool
         state, job = handle.state, handle.job
         losses = [p.loss for p in reader.points if p.loss is not None]
         if as_json:
+            recorded = job.to_dict()  # the nested parts as job.json holds them
             echo_json(
                 {
                     "id": job.id,
@@ -38,11 +40,11 @@ def command(job_ref: str, inventory: str | None, host: str | None, as_json: bool
                     "loss": prog.loss if prog else None,
                     "tokens_per_s": prog.tokens_per_s if prog else None,
                     "attempts": [a.__dict__ for a in job.attempts],
-                    "result": job.result,
-                    "model": job.model,
+                    "result": recorded["result"],
+                    "model": recorded["model"],
                     "overrides": job.overrides,
                     "nodes": job.nodes,
-                    "exports": job.exports,
+                    "exports": recorded["exports"],
                 }
             )
         else:
@@ -54,23 +56,22 @@ def command(job_ref: str, inventory: str | None, host: str | None, as_json: bool
             if prog:
                 loss = f", loss {prog.loss:.4g}" if prog.loss is not None else ""
                 click.echo(f"  step {prog.step}/{prog.total_steps or '?'}{loss}  {sparkline(losses, 40)}")
-            if job.model.get("name"):
-                sha = f" @ {job.model['sha']}" if job.model.get("sha") else ""
-                click.echo(f"  base model: {job.model['name']}{sha}")
+            if job.model and job.model.name:
+                sha = f" @ {job.model.sha}" if job.model.sha else ""
+                click.echo(f"  base model: {job.model.name}{sha}")
             for key, value in job.overrides.items():
                 click.echo(f"  override: {key}={value}")
             for attempt in job.attempts if len(job.attempts) > 1 or job.result else []:
                 click.echo(f"  {attempt.line()}")
             if job.result:
-                settings = job.result.get("settings") or {}
-                said = ", ".join(f"{k}={v}" for k, v in settings.items()) or "as submitted"
-                click.echo(f"  adapter from attempt {job.result.get('attempt')}: {said}")
+                said = ", ".join(f"{k}={v}" for k, v in job.result.settings.items()) or "as submitted"
+                click.echo(f"  adapter from attempt {job.result.attempt}: {said}")
             if job.report:
                 click.echo("  " + job.report.replace("\n", "\n  "))
             for export in job.exports:
-                quantized = f", {export['quantize']}-bit" if export.get("quantize") else ""
-                size = f", {export['bytes'] / 2**30:.2f} GiB" if export.get("bytes") else ""
-                click.echo(f"  export {export.get('name')}: {export.get('dir')}{quantized}{size}")
+                quantized = f", {export.quantize}-bit" if export.quantize else ""
+                size = f", {export.bytes / 2**30:.2f} GiB" if export.bytes else ""
+                click.echo(f"  export {export.name}: {export.dir}{quantized}{size}")
             click.echo(f"  folder: {handle.dir.root}")
-    if state.state.value == "failed":
+    if state.state is JobState.FAILED:
         raise SystemExit(1)

@@ -10,6 +10,7 @@ from rich import box
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 
+from radeonlab.contract.state import JobState
 from radeonlab.jobs.host.metrics import LogPoint, tokens_per_second
 from radeonlab.jobs.host.readings import GpuReading
 from radeonlab.units import celsius_text, percent_text, vram_text, watts_text
@@ -65,7 +66,7 @@ def watch_panel(snap: Any) -> Any:  # (Snapshot) -> rich renderable
     p = snap.progress
     state = snap.state
     table.add_row("job", f"{snap.job_id} on {snap.host}: {state.state.value}")
-    if state.state.value == "queued" and state.reason:
+    if state.state is JobState.QUEUED and state.reason:
         table.add_row("queue", state.reason)
     if p:
         total = p.total_steps or max(p.step, 1)
@@ -137,7 +138,7 @@ def fleet_table(views: Sequence[Any]) -> Table:
             if controller
             else f"[yellow]no: {v.note}[/yellow]",
             "\n".join(
-                [j["id"] for j in v.jobs if j["state"].get("state") == "running" and j["alive"]]
+                [j["id"] for j in v.jobs if j["state"].get("state") == JobState.RUNNING and j["alive"]]
                 + [f"{j} (stale: process gone)" for j in v.stale]
             )
             or "-",

@@ -16,6 +16,7 @@ import json
 import click
 
 from radeonlab.cli.options import JOB_HELP, inventory_path, job_options, json_option, say
+from radeonlab.contract.state import JobState
 
 
 def snapshot_json(snap, point=None) -> str:  # (Snapshot, LogPoint | None) -> str
@@ -74,7 +75,7 @@ class StepLines:
                 self.next_step = 0  # its steps start over
                 out.append(attempt.start_line())
             line = attempt.line()
-            if (attempt.n > 1 or attempt.state not in ("", "running")) and self.shown.get(attempt.n) != line:
+            if (attempt.n > 1 or not attempt.state.is_live()) and self.shown.get(attempt.n) != line:
                 self.shown[attempt.n] = line
                 out.append(line)
         if snap.first_step_after_submit_s is not None and not self.said_first:
@@ -154,7 +155,7 @@ def watch_job(
         if eff:
             summary.append(f"effective {eff:.0f} tokens/s")
         click.echo(f"{handle.id}: {', '.join(summary)}")
-    return 0 if state.state.value == "succeeded" else 1
+    return 0 if state.state is JobState.SUCCEEDED else 1
 
 
 @click.command("watch", epilog=JOB_HELP)

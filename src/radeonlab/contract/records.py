@@ -11,10 +11,21 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from radeonlab.contract.jobdir import JobDir, blobs_dir
-from radeonlab.contract.state import EndReason, JobState
+from radeonlab.contract.parts import (
+    CodeDigest,
+    Export,
+    ModelRef,
+    Result,
+    RocmInfo,
+    Scalar,
+    SlurmInfo,
+    TorchInfo,
+)
+from radeonlab.contract.remedy import Remedy
+from radeonlab.contract.state import AttemptState, EndReason, JobState
 
 HOST_RECORD_PATH = "/etc/radeonlab/host.json"
 # Defaults the roles write and host-side advice names (roles/gpu_env, roles/access use these values).
@@ -75,8 +86,8 @@ class HostRecord:
     radeonlab_version: str = ""
     home: str = ""
     cpu_only: bool = False
-    rocm: dict[str, Any] = field(default_factory=dict)  # {stream, version, installed}
-    torch: dict[str, Any] = field(default_factory=dict)  # {version, hip, cuda_available, cpu_build, ...}
+    rocm: RocmInfo = field(default_factory=RocmInfo)
+    torch: TorchInfo = field(default_factory=TorchInfo)
     llamafactory_version: str | None = None
     gpus: list[GpuRecord] = field(default_factory=list)
     packages: dict[str, str] = field(default_factory=dict)  # the venv's distributions: name -> version
@@ -95,6 +106,9 @@ class HostRecord:
             g if isinstance(g, GpuRecord) else GpuRecord(**_known(GpuRecord, g))
             for g in known.get("gpus") or []
         ]
+        for name, part in (("rocm", RocmInfo), ("torch", TorchInfo)):
+            value = known.get(name) or {}
+            known[name] = value if isinstance(value, part) else part.from_dict(value)
         return cls(**known)
 
     def to_dict(self) -> dict[str, Any]:
@@ -123,7 +137,7 @@ class HostRecord:
     @property
     def cpu_torch(self) -> bool:
         """torch here has neither HIP nor CUDA: it trains on the CPU."""
-        return bool(self.torch.get("cpu_build"))
+        return self.torch.cpu_build
 
     @property
     def blobs_dir(self) -> str:
@@ -152,20 +166,23 @@ class Attempt:
 
     n: int
     created_at: str
-    overrides: dict[str, Any] = field(default_factory=dict)
+    overrides: dict[str, Scalar] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     resume_from_checkpoint: str | None = None
     note: str = ""
-    changes: dict[str, list[Any]] = field(default_factory=dict)
+    changes: dict[str, list[Scalar]] = field(default_factory=dict)
     cause: str = ""
     ladder: str | None = None  # a remedy's attempt: its ladder and step ("oom", "halve_batch")
     step: str | None = None
-    state: str = ""  # running | succeeded | failed | stopped (NaN) | cancelled
+    state: AttemptState = AttemptState.PENDING
     exit_code: int | None = None
     ended_at: str | None = None
     reason: str | None = None
     first_step: int | None = None  # the first and last step this attempt logged
     last_step: int | None = None
+
+    def __post_init__(self) -> None:
+        self.state = AttemptState(self.state)  # job.json holds the value
 
     def remedy(self) -> tuple[str, str] | None:
         """(ladder, step) of a remedy's attempt ("oom", "halve_batch"); None for a first run or a resume."""
@@ -195,9 +212,9 @@ class Attempt:
             text += f", from {self.resume_from_checkpoint.rstrip('/').rsplit('/', 1)[-1]}"
         elif self.n > 1:
             text += ", fresh start"
-        if self.state and self.state != "running":
-            text += f": {self.state}"
-            if self.reason and self.state != "succeeded":
+        if not self.state.is_live():
+            text += f": {self.state.value}"
+            if self.reason and self.state is not AttemptState.SUCCEEDED:
                 text += f" - {self.reason}"
         return text
 
@@ -215,30 +232,44 @@ class JobRecord:
     env: dict[str, str] = field(default_factory=dict)  # non-secret environment from the spec
     secret_names: list[str] = field(default_factory=list)  # sent in env.secret: names only, never values
     attempts: list[Attempt] = field(default_factory=list)
-    remedies: dict[str, dict[str, Any]] = field(default_factory=dict)  # {nan: {enabled, steps}}
+    remedies: dict[str, Remedy] = field(default_factory=dict)  # the spec's switches: {nan: {enabled, steps}}
     limits: dict[str, float] = field(default_factory=dict)  # spec limits, e.g. {"address_space_gb": 4}
     memory_total: int | None = None  # the job's GPU memory (named in OOM reports)
-    lf_defaults: dict[str, Any] = field(default_factory=dict)  # LLaMA-Factory defaults the remedies read
-    overrides: dict[str, Any] = field(default_factory=dict)  # `submit SPEC key=value` (a sweep's values)
-    model: dict[str, Any] = field(default_factory=dict)  # {name, revision, sha}: the exact base model
+    lf_defaults: dict[str, Scalar] = field(default_factory=dict)  # LLaMA-Factory defaults the remedies read
+    overrides: dict[str, Scalar] = field(default_factory=dict)  # `submit SPEC key=value` (a sweep's values)
+    model: ModelRef | None = None  # the exact base model (job.json: {} when none was recorded)
     nodes: dict[str, Any] = field(default_factory=dict)  # multi-node: rank, world_size, master, peers
-    # radeonlab_scheduler: slurm: {controller, candidates: [nodes staged], job_id (once sbatch answered)}
-    slurm: dict[str, Any] = field(default_factory=dict)
-    code: dict[str, Any] = field(default_factory=dict)  # {digest, files: {path: sha256}} of host/
-    result: dict[str, Any] = field(default_factory=dict)  # which attempt and settings made the adapter
+    slurm: SlurmInfo | None = None  # a job submitted through Slurm (radeonlab_scheduler: slurm)
+    code: CodeDigest | None = None  # radeonlab's host code shipped with the job
+    result: Result | None = None  # which attempt and settings made the adapter (once one did)
     report: str = ""  # the supervisor's give-up report when no remedy was left
-    # merged models from `radeonlab export` (jobs/host/export.py): {name, dir, quantize, bytes, created_at}
-    exports: list[dict[str, Any]] = field(default_factory=list)
+    exports: list[Export] = field(default_factory=list)  # merged models from `radeonlab export`
     extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as they are
+
+    # the parts job.json has always written as {} when absent
+    OPTIONAL_PARTS: ClassVar[dict[str, type[ModelRef | CodeDigest | Result | SlurmInfo]]] = {
+        "model": ModelRef,
+        "code": CodeDigest,
+        "result": Result,
+        "slurm": SlurmInfo,
+    }
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        for name in self.OPTIONAL_PARTS:
+            data[name] = data[name] or {}
+        data["slurm"] = self.slurm.to_dict() if self.slurm else {}
         return {**data.pop("extra"), **data}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> JobRecord:
         known = _known(cls, data)
         known["extra"] = {k: v for k, v in data.items() if k not in known and k != "extra"}
+        for name, part in cls.OPTIONAL_PARTS.items():
+            value = known.get(name)
+            known[name] = part.from_dict(value) if isinstance(value, Mapping) and value else None
+        known["exports"] = [Export.from_dict(e) for e in known.get("exports") or []]
+        known["remedies"] = {k: Remedy.from_dict(r) for k, r in (known.get("remedies") or {}).items()}
         rec = cls(**known)
         rec.attempts = [a if isinstance(a, Attempt) else Attempt(**_known(Attempt, a)) for a in rec.attempts]
         return rec

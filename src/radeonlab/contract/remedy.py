@@ -4,7 +4,9 @@ laptop's spec code."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -13,3 +15,8 @@ class Remedy:
 
     enabled: bool = True
     steps: list[str] = field(default_factory=list)  # empty: the runner's default ladder
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Remedy:
+        """job.json `remedies.<ladder>` as jobs/plan writes it: {enabled, steps}."""
+        return cls(enabled=bool(data.get("enabled", True)), steps=[str(s) for s in data.get("steps") or []])

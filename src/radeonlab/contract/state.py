@@ -27,6 +27,22 @@ class JobState(str, Enum):  # noqa: UP042 - the value compares equal to the stri
 _FINISHED = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 
 
+class AttemptState(str, Enum):  # noqa: UP042 - written into job.json's attempts as its value
+    """Where one attempt of a job is (job.json `attempts[].state`). PENDING is the empty string job.json has
+    always held for an attempt recorded but not yet started; STOPPED: the supervisor stopped it (a NaN)."""
+
+    PENDING = ""
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    CANCELLED = "cancelled"
+
+    def is_live(self) -> bool:
+        """Not yet ended: recorded but not started, or running."""
+        return self in (AttemptState.PENDING, AttemptState.RUNNING)
+
+
 class EndReason(str, Enum):  # noqa: UP042 - written into state.json as its value
     """Why a job ended. `state` is the end state it means; `message` the words for it (state.json's
     `reason` adds the detail: the error line, the signal, the file)."""

@@ -108,7 +108,7 @@ class JobView:
         self.state, self.alive = state, alive
         if job is not None:
             self.gpu_indexes = list(job.gpus)
-            self.attempts = [a.line() for a in job.attempts if a.n > 1 or a.state not in ("", "running")]
+            self.attempts = [a.line() for a in job.attempts if a.n > 1 or not a.state.is_live()]
 
     @property
     def finished(self) -> bool:

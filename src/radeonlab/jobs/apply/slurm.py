@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import NotRequired, TypedDict
 
 from radeonlab.contract.jobdir import FILES
 from radeonlab.contract.jobid import new_job_id
+from radeonlab.contract.parts import SlurmInfo, SlurmNode
 from radeonlab.contract.records import StateRecord
 from radeonlab.contract.state import JobState
 from radeonlab.errors import InventoryError
@@ -201,23 +201,13 @@ def batch_script(sp: SlurmPlan) -> str:
     return slurm.sbatch_script(job)
 
 
-class SlurmInfo(TypedDict):
-    """job.json's `slurm` (JobRecord.slurm): written here, read by jobs/track/slurm.py and the launcher."""
-
-    controller: str
-    candidates: list[str]
-    nodes: dict[str, dict[str, str]]  # Slurm node name -> {"host": inventory name, "address": ...}
-    job_id: NotRequired[str]  # once sbatch answered
-
-
 def slurm_info(sp: SlurmPlan) -> SlurmInfo:
     """job.json `slurm` before sbatch answers: the controller, the candidate hosts, and each candidate's
     Slurm node name -> inventory host and address (a rank of a multi-node job names its peers by these,
     launcher.slurm_ranks)."""
     staged = [n.host for n in sp.plan.nodes]
-    nodes = {name: {"host": t.name, "address": node_address(t)} for name, t in sp.lab.hosts.items()
-             if t.name in staged}  # fmt: skip
-    return {"controller": sp.lab.controller.name, "candidates": staged, "nodes": nodes}
+    nodes = {name: SlurmNode(t.name, node_address(t)) for name, t in sp.lab.hosts.items() if t.name in staged}
+    return SlurmInfo(sp.lab.controller.name, staged, nodes)
 
 
 def apply_slurm(sp: SlurmPlan, *, progress_bar: ProgressBar = no_progress, say: Say = print) -> SubmitResult:
@@ -228,20 +218,20 @@ def apply_slurm(sp: SlurmPlan, *, progress_bar: ProgressBar = no_progress, say: 
     for node in plan.nodes:
         reports.append(upload_node(node, progress_bar, say))
         request = stage_request(plan, node, launch=False)
-        request["job"] = {**request["job"], "gpus": list(range(sp.gpus_per_node)), "slurm": info}
+        request["job"] = {**request["job"], "gpus": list(range(sp.gpus_per_node)), "slurm": info.to_dict()}
         run_stage(node, request)
     script = batch_script(sp)
     with connect(sp.lab.controller) as ctl:
         out = ctl.run(["sbatch", "--parsable"], stdin_text=script, timeout=60).stdout
     slurm_id = slurm.parse_sbatch(out)
-    info = {**info, "job_id": slurm_id}
+    info = replace(info, job_id=slurm_id)
     rank0 = plan.rank0
-    job = {**plan.job_record(rank0).to_dict(), "gpus": list(range(sp.gpus_per_node)), "slurm": info}
+    job = {**plan.job_record(rank0).to_dict(), "gpus": list(range(sp.gpus_per_node)), "slurm": info.to_dict()}
     said = {"state": JobState.QUEUED.value, "reason": f"Slurm job {slurm_id}: submitted"}
     state = StateRecord.from_dict(said)
     with contextlib.closing(store.connect()) as conn:
         store.upsert_from_host(conn, store.HostJob(rank0.host, rank0.job.root, job, state.to_dict()))
-    notes = [f"Slurm job {slurm_id} on {sp.lab.controller.name}; may run on {', '.join(info['candidates'])}"]
+    notes = [f"Slurm job {slurm_id} on {sp.lab.controller.name}; may run on {', '.join(info.candidates)}"]
     return SubmitResult(plan.job_id, rank0.host, rank0.job.root, rank0.rendered.precision, state, reports[0],
                         notes, dict(plan.timings))  # fmt: skip
 

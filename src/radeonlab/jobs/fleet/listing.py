@@ -69,7 +69,7 @@ def row(listed: ListedJob) -> dict[str, Any]:
         "overrides": dict(job.overrides),
         "source": "host",
         # a Slurm job: its controller here, its Slurm id once `fold_slurm` asked Slurm
-        "slurm": str(job.slurm.get("job_id") or job.slurm.get("controller") or ""),
+        "slurm": (job.slurm.job_id or job.slurm.controller) if job.slurm else "",
     }
 
 

@@ -16,6 +16,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from radeonlab.contract.state import JobState
+
 HOME_ENV = "RADEONLAB_HOME"  # overrides the data folder (tests, several labs on one laptop)
 DEFAULT_HOME = Path("~/.local/share/radeonlab")
 DB_NAME = "jobs.db"
@@ -129,7 +131,7 @@ def row_from_host(record: HostJob, updated_at: str | None = None) -> JobRow:
         id=str(job["id"]),
         host=record.host,
         name=str(job.get("name", "")),
-        state=str(state.get("state", "queued")),
+        state=str(state.get("state", JobState.QUEUED.value)),
         created_at=str(job.get("created_at", "")),
         updated_at=updated_at or _now(),
         remote_dir=record.remote_dir,

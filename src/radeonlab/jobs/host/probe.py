@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 
 from radeonlab.contract.jobdir import FILES, scan
 from radeonlab.contract.records import HOST_RECORD_PATH
+from radeonlab.contract.state import JobState
 from radeonlab.jobs.host import metrics
 from radeonlab.jobs.host.readings import read_local_gpus
 
@@ -67,7 +68,7 @@ def last_step(job_root: str) -> dict:
 def run_seconds(state: dict, now: datetime | None = None) -> float | None:
     """How long the job has run by this host's clock: started_at to ended_at (or now while it runs); None
     while it waits in line or when state.json has no start."""
-    if state.get("state") == "queued":
+    if state.get("state") == JobState.QUEUED:
         return None
     try:
         start = datetime.strptime(str(state.get("started_at")), TIME_FORMAT)

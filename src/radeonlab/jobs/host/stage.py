@@ -29,6 +29,7 @@ import sys
 import time
 
 from radeonlab.contract.jobdir import FILES, job_alive, read_json, upload_dest_problem, write_json_atomic
+from radeonlab.contract.state import JobState
 
 PYTHON = "python3"  # the host's system python: the launcher must not depend on the training venv
 POLL_S = 0.05
@@ -119,7 +120,7 @@ def stage(req: dict) -> dict:
         write_text_atomic(os.path.join(job_dir, FILES["env_secret"]), json.dumps(req["secret"]), 0o600)
     job_path = os.path.join(job_dir, FILES["job"])
     if req.get("job") is not None:
-        write_json_atomic(os.path.join(job_dir, FILES["state"]), {"state": "queued"})
+        write_json_atomic(os.path.join(job_dir, FILES["state"]), {"state": JobState.QUEUED.value})
         write_json_atomic(job_path, req["job"])
     if req.get("job_update"):
         write_json_atomic(job_path, {**read_json(job_path), **req["job_update"]})

@@ -31,6 +31,7 @@ from dataclasses import asdict
 
 from radeonlab.contract.jobdir import FILES, FINISHED_STATES, job_alive, read_json
 from radeonlab.contract.records import HOST_RECORD_PATH
+from radeonlab.contract.state import JobState
 from radeonlab.jobs.host.readings import read_gpus
 
 CHUNK = 1 << 20  # bytes of one file per line: a huge log arrives over several lines
@@ -61,7 +62,7 @@ class Follower:
     def state_round(self) -> dict:
         """Send the state when it changed; returns state.json."""
         state_path, job_path = os.path.join(self.dir, FILES["state"]), os.path.join(self.dir, FILES["job"])
-        state = read_json(state_path) or {"state": "queued"}
+        state = read_json(state_path) or {"state": JobState.QUEUED.value}
         alive = job_alive(state)
         key = (_mtime(state_path), _mtime(job_path), alive)
         if key != self.seen:

@@ -31,9 +31,10 @@ from dataclasses import replace
 from typing import Any
 
 from radeonlab.contract.jobdir import FILES, read_json, start_time, write_json_atomic
+from radeonlab.contract.parts import Result
 from radeonlab.contract.records import Attempt, JobRecord
 from radeonlab.contract.remedy import Remedy
-from radeonlab.contract.state import EndReason, JobState
+from radeonlab.contract.state import AttemptState, EndReason, JobState
 from radeonlab.jobs.host import health, metrics, notify_messenger, remedies
 from radeonlab.jobs.host.process import NO_ADAPTER, StateFile, has_result, now, start_training, stop_group
 
@@ -137,10 +138,7 @@ class Supervisor:
 
     def spec_remedies(self) -> dict[str, Remedy]:
         """The spec's switches (job.json "remedies"), typed as the spec reader made them."""
-        return {
-            name: Remedy(enabled=bool(r.get("enabled", True)), steps=list(r.get("steps") or []))
-            for name, r in (self.job.remedies or {}).items()
-        }
+        return self.job.remedies
 
     def base_config(self) -> dict:
         return read_json(self.path(FILES["config_json"]))
@@ -181,18 +179,18 @@ class Supervisor:
         while True:
             attempt = self.job.attempts[-1]
             if self.cancelled():
-                attempt.state, attempt.ended_at = "cancelled", now()
+                attempt.state, attempt.ended_at = AttemptState.CANCELLED, now()
                 self.save_job()
                 return self.finish(EndReason.CANCELLED)
             exit_code, diagnosis, ids = self.run_attempt(attempt)
             if exit_code is None:  # could not start at all
                 return self.finish(EndReason.CANNOT_START, attempt.reason)
             if self.cancelled():
-                attempt.state, attempt.reason = "cancelled", None  # not a failure: nothing to diagnose
+                attempt.state, attempt.reason = AttemptState.CANCELLED, None  # not a failure: no diagnosis
                 self.save_job()
                 return self.finish(EndReason.CANCELLED, None, exit_code, **ids)
             if self.signalled is not None:
-                attempt.state = "failed"
+                attempt.state = AttemptState.FAILED
                 self.save_job()
                 name = signal.Signals(self.signalled).name
                 return self.finish(
@@ -200,10 +198,10 @@ class Supervisor:
                 )
             if diagnosis is None and exit_code == 0:
                 if not has_result(self.dir):
-                    attempt.state, attempt.reason = "failed", NO_ADAPTER
+                    attempt.state, attempt.reason = AttemptState.FAILED, NO_ADAPTER
                     self.save_job()
                     return self.finish(EndReason.NO_ADAPTER, NO_ADAPTER, 0, **ids)
-                attempt.state = "succeeded"
+                attempt.state = AttemptState.SUCCEEDED
                 self.job.result = self.result_of(attempt)
                 self.save_job()
                 return self.finish(EndReason.SUCCEEDED, None, 0, **ids)
@@ -226,14 +224,14 @@ class Supervisor:
         download it once (the Hub client's file locks); an interrupted download resumes on the next try.
         Returns why it failed, or None."""
         model = self.job.model
-        if model.get("local", True) or not model.get("name") or self.env.get("HF_HUB_OFFLINE") == "1":
+        if model is None or model.local or not model.name or self.env.get("HF_HUB_OFFLINE") == "1":
             return None
-        name, revision = str(model["name"]), str(model.get("sha") or model.get("revision") or "main")
+        name, revision = model.name, model.sha or model.revision or "main"
         self.states.write(JobState.RUNNING, reason=f"downloading {name} into the host's model cache")
         python = os.path.join(os.path.dirname(self.argv[0]), "python")
         env = {**self.env, "PYTHONPATH": self.path(FILES["code"])}
         argv = [python, "-m", "radeonlab.jobs.host.models", "pull", name, "--revision", revision]
-        argv += ["--ref", str(model.get("revision") or "main")] if model.get("sha") else []  # offline: found
+        argv += ["--ref", model.revision or "main"] if model.sha else []  # offline: found
         with open(self.path(FILES["train_log"]), "ab") as log:
             where = env.get("HF_HUB_CACHE", "the Hub cache")
             log.write(f"radeonlab: pulling {name}@{revision} into {where}\n".encode())
@@ -267,13 +265,13 @@ class Supervisor:
         log_start = text_at = _size(train_log)
         log_at = _size(trainer_log)  # steps already there were logged by earlier attempts
         begun = time.time()
-        attempt.state = "running"
+        attempt.state = AttemptState.RUNNING
         self.save_job()
         try:
             env = {**self.env, **{k: v for a in self.job.attempts for k, v in a.env.items()}}
             self.child = start_training(self.dir, self.argv, env, self.lock_fds, self.job.limits or {})
         except OSError as e:
-            attempt.state, attempt.reason = "failed", f"cannot start {self.argv[0]}: {e}"
+            attempt.state, attempt.reason = AttemptState.FAILED, f"cannot start {self.argv[0]}: {e}"
             self.save_job()
             return None, None, {}
         child = self.child
@@ -320,7 +318,7 @@ class Supervisor:
         attempt.first_step, attempt.last_step = (min(steps), max(steps)) if steps else (None, None)
         attempt.exit_code, attempt.ended_at = exit_code, now()
         if diagnosis is not None:
-            attempt.state = "stopped" if stopped is not None else "failed"
+            attempt.state = AttemptState.STOPPED if stopped is not None else AttemptState.FAILED
             attempt.reason = diagnosis.summary()
         self.save_job()
         return exit_code, diagnosis, ids
@@ -406,12 +404,13 @@ class Supervisor:
         if not self.job.attempts:
             self.job.attempts.append(Attempt(n=1, created_at=self.job.created_at))
         last = self.job.attempts[-1]
-        if state.get("state") in (None, "queued", "running"):  # recorded as live, but its launcher is gone
+        # recorded as live, but its launcher is gone
+        if state.get("state") in (None, JobState.QUEUED, JobState.RUNNING):
             cause = EndReason.PROCESS_GONE.message
         else:
             cause = str(state.get("reason") or state.get("state"))
-        if last.state in ("", "running"):
-            last.state, last.reason = "failed", cause
+        if last.state.is_live():
+            last.state, last.reason = AttemptState.FAILED, cause
             last.ended_at = last.ended_at or now()
         listing = remedies.output_listing(self.output)
         checkpoint = remedies.resume_checkpoint(listing, None, safe_step=max_step)
@@ -436,13 +435,13 @@ class Supervisor:
         )
         self.save_job()
 
-    def result_of(self, attempt: Attempt) -> dict:
+    def result_of(self, attempt: Attempt) -> Result:
         """Which attempt made the adapter and with which settings (the overrides over the first config)."""
         settings = remedies.effective_config({}, self.job.attempts)
-        return {
-            "attempt": attempt.n,
-            "settings": settings,
-            "resumed_from": attempt.resume_from_checkpoint,
-            "config": "config.yaml",
-            "summary": attempt.line(),
-        }
+        return Result(
+            attempt=attempt.n,
+            settings=settings,
+            resumed_from=attempt.resume_from_checkpoint,
+            config="config.yaml",
+            summary=attempt.line(),
+        )

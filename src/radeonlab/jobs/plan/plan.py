@@ -22,7 +22,9 @@ from typing import Any
 
 from radeonlab.contract.jobdir import JobDir
 from radeonlab.contract.jobid import new_job_id
+from radeonlab.contract.parts import CodeDigest, ModelRef
 from radeonlab.contract.records import Attempt, GpuRecord, HostRecord, JobRecord
+from radeonlab.contract.remedy import Remedy
 from radeonlab.errors import ChecksFailedError, InputError, InventoryError, ModelError, PlacementError, shown
 from radeonlab.jobs.apply import secrets
 from radeonlab.jobs.fleet.inventory import HostTarget, get_host, load_inventory
@@ -126,14 +128,14 @@ class JobPlan:
             env=dict(node.env),
             secret_names=list(self.secret_names),
             attempts=[Attempt(n=1, created_at=self.created_at)],
-            remedies={n: {"enabled": r.enabled, "steps": list(r.steps)} for n, r in spec.remedies.items()},
+            remedies={n: Remedy(r.enabled, list(r.steps)) for n, r in spec.remedies.items()},
             limits=dict(spec.limits),
             memory_total=node.gpus[0].memory if node.gpus else None,
             lf_defaults={k: lf_args.default(k) for k in STEP_KEYS},
             overrides=dict(self.spec.overrides),
-            model=self.model.record(),
+            model=ModelRef.from_dict(self.model.record()),
             nodes=dict(node.nodes),
-            code={"digest": hostcode.digest(), "files": hostcode.file_digests()},
+            code=CodeDigest(hostcode.digest(), hostcode.file_digests()),
         )
 
     def close(self) -> None:

@@ -73,9 +73,9 @@ def choose_precision(
     on the host's card even where torch is a CPU build (what the VRAM estimate is about)."""
     wants_bf16 = train.get("bf16") is True or train.get("pure_bf16") is True
     if host.cpu_torch and not on_card:
-        if not host.torch.get("cpu_allowed"):
+        if not host.torch.cpu_allowed:
             raise RenderError(
-                f"{host.host}: torch there is a CPU build ({host.torch.get('version')}): it would train on "
+                f"{host.host}: torch there is a CPU build ({host.torch.version}): it would train on "
                 "the CPU; provision the ROCm wheel (roles/python_stack), or set "
                 "python_stack_allow_cpu_torch: true for a CPU-only host"
             )

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from radeonlab.contract.jobdir import JobDir
 from radeonlab.contract.jobid import is_job_id
+from radeonlab.contract.parts import SlurmInfo
 from radeonlab.contract.records import HostRecord, JobRecord, StateRecord
 from radeonlab.errors import (
     InputError,
@@ -137,7 +138,7 @@ class JobHandle:
         """A Slurm job: show Slurm's word while the folder has not started; the host it runs on, if any."""
         from radeonlab.jobs.track import slurm as slurm_track
 
-        lab = slurm_track.lab_for(self.targets, self.job.slurm)
+        lab = slurm_track.lab_for(self.targets, self.job.slurm) if self.job.slurm else None
         if lab is None:
             return None
         found = slurm_track.slurm_jobs(lab).get(self.id)
@@ -237,7 +238,7 @@ class JobHandle:
         """Cancel every rank at once (each rank's launcher records the cancel before it signals); a Slurm
         job on every node it was staged on, then in Slurm (jobs/track/slurm.py)."""
         if self.job.slurm:
-            return self._cancel_slurm()
+            return self._cancel_slurm(self.job.slurm)
 
         def cancel_on(remote: Remote, record: HostRecord) -> StateRecord:
             result = remote.tool("launcher", ["cancel", record.job_dir(self.id).root])
@@ -250,14 +251,14 @@ class JobHandle:
         self.refresh()
         return state, ranks
 
-    def _cancel_slurm(self) -> tuple[StateRecord, list[RankResult]]:
+    def _cancel_slurm(self, info: SlurmInfo) -> tuple[StateRecord, list[RankResult]]:
         from radeonlab.jobs.track import slurm as slurm_track
 
-        lab = slurm_track.lab_for(self.targets, self.job.slurm)
+        lab = slurm_track.lab_for(self.targets, info)
         if lab is None:
-            ctl = self.job.slurm.get("controller")
+            ctl = info.controller
             raise JobStateError(f"{self.id}: its Slurm controller {ctl} is no longer the inventory's")
-        _word, done = slurm_track.cancel(self.id, self.job.slurm, self.targets, lab)
+        _word, done = slurm_track.cancel(self.id, info, self.targets, lab)
         self.refresh()
         others = [RankResult(0, d.host, d.state, d.error) for d in done if d.host != self.target.name]
         return self.state, others

@@ -10,6 +10,7 @@ question ON THE HOST, in its training venv, through LLaMA-Factory's own chat mod
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,8 @@ def fetch_results(
     else:
         names, under = wanted_files(handle, checkpoint), None
     report = fetch(handle.remote, handle.dir.root, local_dir, names=names, under=under, progress=progress)
-    base = {**handle.job.model, "job": handle.id, "checkpoint": checkpoint}
+    model = asdict(handle.job.model) if handle.job.model else {}  # as job.json has it
+    base = {**model, "job": handle.id, "checkpoint": checkpoint}
     (local_dir / "base_model.json").write_text(json.dumps(base, indent=1) + "\n")
     return report
 

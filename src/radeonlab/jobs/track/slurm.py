@@ -14,9 +14,9 @@ import shlex
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 
 from radeonlab.contract.jobdir import FILES
+from radeonlab.contract.parts import SlurmInfo
 from radeonlab.contract.records import StateRecord
 from radeonlab.contract.state import JobState
 from radeonlab.errors import RadeonlabError, one_line
@@ -77,7 +77,7 @@ class Cancelled:
 
 
 def cancel(
-    job_id: str, info: Mapping[str, Any], targets: Mapping[str, HostTarget], lab: SlurmLab
+    job_id: str, info: SlurmInfo, targets: Mapping[str, HostTarget], lab: SlurmLab
 ) -> tuple[str, list[Cancelled]]:
     """Cancel a Slurm job, pending or running, on every rank: (1) the cancel marker in the job folder on
     every candidate node (a launcher that starts or is stopped from now on ends as cancelled), (2) `scancel`
@@ -85,7 +85,7 @@ def cancel(
     cancel, and Slurm records CANCELLED, not the launchers' non-zero exit as FAILED), (3) the launcher's
     cancel on every candidate (stops what is left and makes sure each folder records the end).
     Returns scancel's word and one result per candidate."""
-    candidates = [str(c) for c in info.get("candidates") or []]
+    candidates = list(info.candidates)
     opened: dict[str, tuple[Remote, str]] = {}
     errors: dict[str, str] = {}
 
@@ -111,7 +111,7 @@ def cancel(
     try:
         with ThreadPoolExecutor(max_workers=max(1, len(candidates))) as pool:
             list(pool.map(mark, candidates))
-            slurm_id = str(info.get("job_id") or "")
+            slurm_id = info.job_id or ""
             which = [slurm_id] if slurm_id else ["--name", job_id]
             with connect(lab.controller) as ctl:
                 done = ctl.run(["scancel", *which], check=False, timeout=30)
@@ -123,10 +123,10 @@ def cancel(
     return word, results
 
 
-def lab_for(targets: Mapping[str, HostTarget], info: Mapping[str, Any]) -> SlurmLab | None:
+def lab_for(targets: Mapping[str, HostTarget], info: SlurmInfo) -> SlurmLab | None:
     """The lab a job's record names (its controller), as the inventory describes it now."""
     lab = lab_of(targets)
-    if lab is None or lab.controller.name != info.get("controller"):
+    if lab is None or lab.controller.name != info.controller:
         return None
     return lab
 

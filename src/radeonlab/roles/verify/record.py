@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from radeonlab.contract.parts import RocmInfo, TorchInfo
 from radeonlab.contract.records import GpuRecord, HostRecord
 from radeonlab.roles.gpu.cards import Gpu
 
@@ -126,15 +127,15 @@ def build_record(
         radeonlab_version=RADEONLAB_VERSION,
         home=home,
         cpu_only=cpu_only,
-        rocm=dict(rocm),
-        torch={
-            "version": report.get("torch"),
-            "hip": report.get("hip"),
-            "cuda_available": bool(report.get("cuda_available")),
-            "cpu_build": bool(report.get("cpu_build")),
-            "cpu_allowed": allow_cpu,
-            "source": torch_source,  # "amd" (AMD's multi-arch wheels) | "pytorch" (download.pytorch.org)
-        },
+        rocm=RocmInfo.from_dict(rocm),
+        torch=TorchInfo(
+            version=report.get("torch"),
+            hip=report.get("hip"),
+            cuda_available=bool(report.get("cuda_available")),
+            cpu_build=bool(report.get("cpu_build")),
+            cpu_allowed=allow_cpu,
+            source=torch_source,  # "amd" (AMD's multi-arch wheels) | "pytorch" (PyTorch's own ROCm wheels)
+        ),
         llamafactory_version=(report.get("versions") or {}).get("llamafactory") or llamafactory_version,
         gpus=[GpuRecord(**gpu_entry(g)) for g in gpus],
         packages=dict(report.get("packages") or {}),
