@@ -186,9 +186,9 @@ def test_installs_use_require_hashes_with_the_hosts_lines_of_the_lock(lab: Lab) 
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     output = (done.stdout + done.stderr).splitlines()
-    shown = [ln for ln in output if "radeonlab-pip-locked.py" in ln and " -m pip install " in ln]
-    assert shown, (done.stdout + done.stderr)[-3000:]
-    for flag in ("-m pip install", "--require-hashes", "--no-deps", f"-r {VENV}/radeonlab-lock.txt"):
+    shown = [ln for ln in output if "radeonlab-pip-locked.py" in ln and "/bin/uv pip install " in ln]
+    assert shown, (done.stdout + done.stderr)[-3000:]  # python_stack_installer: uv, the default
+    for flag in ("uv pip install", "--require-hashes", "--no-deps", f"-r {VENV}/radeonlab-lock.txt"):
         assert flag in shown[0], (flag, shown[0])
     assert "trl==0.24.0" in other.exec(f"{VENV}/bin/pip freeze", user="lab").stdout
     for name, h in lab.hosts.items():  # each host's own lines: its GPU's device package, its extras
