@@ -50,12 +50,13 @@ def main() -> None:
     for table, row in rows.EVERY_BAD_INPUT:
         work = _work()
         spec = rows._bad_spec(work, table, row)
-        if table == "warning":
+        if table in rows.WARNS_ONLY:
             result = work.cli("check", str(spec), "--no-hub")
             said = _first(result.output, ("warning",)) + " (check exits 0; submit goes on)"
         else:
             result = work.cli("submit", str(spec), "-i", str(work.inventory))
-            per_line = table in ("dataset", "value", "history")  # a finding line, then the summary line
+            # a finding line, then the summary line
+            per_line = table in ("dataset", "value", "history", "rule")
             said = _first(result.stderr, ("error",)) if per_line else result.stderr.strip().splitlines()[-1]
             said += " + summary" if per_line else ""
         print(f"| {table}: {row} | `{_shown(said, work)}` |")

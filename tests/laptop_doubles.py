@@ -249,6 +249,6 @@ def plan_with(
     remotes = {name: RecordingRemote(t, answer) for name, (t, _) in hosts.items()}
     monkeypatch.setattr(plan_module, "load_inventory", lambda _inv: {n: t for n, (t, _) in hosts.items()})
     monkeypatch.setattr(plan_module, "connect", lambda t: remotes[t.name])
-    monkeypatch.setattr(plan_module, "read_host", lambda remote: view(hosts[remote.target.name][1]))
+    monkeypatch.setattr(plan_module, "read_host", lambda remote, **_: view(hosts[remote.target.name][1]))
     options = {"ask_blobs": False, "say": lambda _line: None, "environ": {}, **options}
     return plan_module.plan_job(spec, "inventory.py", **options)

@@ -1,7 +1,8 @@
 """The product's beliefs about AMD compared with AMD's documents (src/radeonlab/sandbox/amdworld/*.yaml, with
 their sources in its README.md): releases and dates, the newest production release, repositories and keys per
-stream, Python indexes, torch/torchvision/torchaudio pairings, device extras and package names, the support
-matrix. Any difference fails unless the product declares it as its own choice
+stream, Python indexes, torch/torchvision/torchaudio pairings, device extras and package names, the Core SDK's
+apt meta packages (per target and per family, with the targets each family carries), the support matrix.
+Any difference fails unless the product declares it as its own choice
 (roles/amd_releases.py DECLARED_CHOICES); a declared choice no difference needs fails too (stale)."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from radeonlab.roles import amd_releases
 from radeonlab.roles.gpu import table
 from radeonlab.roles.python_stack import defaults as stack
 from radeonlab.roles.rocm import matrix, repos
+from radeonlab.roles.rocm import releases as rocm_releases
 from radeonlab.roles.rocm.defaults import DEFAULTS, SUPPORTED_DISTROS
 
 AMDWORLD = Path(__file__).resolve().parents[1] / "src/radeonlab/sandbox/amdworld"
@@ -46,6 +48,9 @@ class Product:
     wheels: tuple[tuple[str, stack.AmdWheels], ...] = tuple(stack.AMD_WHEELS.items())
     device_targets: tuple[str, ...] = table.AMD_DEVICE_TARGETS
     matrix: tuple[tuple[str, tuple[matrix.Listed, ...]], ...] = tuple(matrix.MATRIX.items())
+    # the rocm role's Core SDK sets (roles/rocm/releases.py, derived from roles/gpu/table.py)
+    multi_arch_targets: tuple[str, ...] = rocm_releases.MULTI_ARCH_TARGETS
+    family_packages: tuple[tuple[str, tuple[str, ...]], ...] = tuple(rocm_releases.FAMILY_PACKAGES.items())
 
 
 @dataclass(frozen=True)
@@ -180,6 +185,42 @@ def package_differences() -> list[Difference]:
     return out
 
 
+def apt_package_differences(p: Product) -> list[Difference]:
+    """The Core SDK's apt meta packages as AMD's install selector lists them (coresdk-packages.yaml) against
+    the rocm role's per-target and per-family sets, and the names the role installs for every such target."""
+    world = amd("coresdk-packages")
+    out: list[Difference] = []
+    theirs, mine = world["per_target"]["targets"], p.multi_arch_targets
+    out += [Difference("", f"amdrocm<ver>-{t}: AMD lists it, the product does not") for t in theirs
+            if t not in mine]  # fmt: skip
+    out += [Difference("", f"amdrocm<ver>-{t}: the product installs it, AMD lists none") for t in mine
+            if t not in theirs]  # fmt: skip
+    families, ours = world["per_family"]["packages"], dict(p.family_packages)
+    for family, targets in families.items():
+        if family not in ours:
+            instinct = all(table.TARGETS[g].arch.name.startswith("CDNA") for g in targets)
+            out.append(Difference("instinct-no-family" if instinct else "",
+                                  f"amdrocm<ver>-{family} ({', '.join(targets)}): AMD lists it, the product "
+                                  "does not"))  # fmt: skip
+            continue
+        out += [Difference("", f"amdrocm<ver>-{family}: AMD's selector sends {g} to it, the product does not")
+                for g in targets if g not in ours[family]]  # fmt: skip
+        out += [Difference("", f"amdrocm<ver>-{family}: the product counts {g} in it, AMD's selector "
+                           "does not") for g in ours[family] if g not in targets]  # fmt: skip
+    out += [Difference("", f"amdrocm<ver>-{f}: the product installs it, AMD lists none") for f in ours
+            if f not in families]  # fmt: skip
+    # facts -> commands: what the role installs for each such target is one of AMD's names
+    names = {"multi-arch": {"amdrocm{v}", *(f"amdrocm{{v}}-{t}" for t in theirs)},
+             "family": {f"amdrocm{{v}}-{f}" for f in families}}  # fmt: skip
+    for layout, targets in (("multi-arch", mine), ("family", [g for m in ours.values() for g in m])):
+        for gfx in targets:
+            settings = {**DEFAULTS, "rocm_version": "10.0", "rocm_coresdk_layout": layout}
+            for name in repos.coresdk_packages(settings, [gfx]):
+                if name not in {n.format(v="10.0") for n in names[layout]}:
+                    out.append(Difference("", f"{layout} layout, {gfx}: the role installs {name}, not AMD's"))
+    return out
+
+
 def matrix_differences(p: Product) -> list[Difference]:
     world = amd("support-matrix")
     out: list[Difference] = []
@@ -214,7 +255,7 @@ def matrix_differences(p: Product) -> list[Difference]:
 
 def differences(p: Product) -> list[Difference]:
     return [*release_differences(p), *location_differences(), *wheel_differences(p), *package_differences(),
-            *matrix_differences(p)]  # fmt: skip
+            *apt_package_differences(p), *matrix_differences(p)]  # fmt: skip
 
 
 def undeclared(found: list[Difference]) -> list[str]:
@@ -256,3 +297,19 @@ def test_it_bites_a_wrong_pairing_a_dropped_matrix_row_and_a_lost_device_extra()
 def test_a_default_other_than_the_declared_one_is_caught() -> None:
     wrong = dataclasses.replace(Product(), newest_production="10.0.0")
     assert "newest production 10.0.0 != AMD's 10.1.0" in undeclared(differences(wrong))
+
+
+def test_it_bites_a_wrong_core_sdk_package_row() -> None:
+    """One target dropped from the per-target list, one family member moved: each named, nothing else."""
+    product = Product()
+    fewer = dataclasses.replace(product, multi_arch_targets=tuple(t for t in product.multi_arch_targets
+                                                                  if t != "gfx1102"))  # fmt: skip
+    assert undeclared(differences(fewer)) == ["amdrocm<ver>-gfx1102: AMD lists it, the product does not"]
+    families = dict(product.family_packages)
+    moved = {**families, "gfx110x": ("gfx1100", "gfx1101", "gfx1102"),
+             "gfx120x": ("gfx1200", "gfx1201", "gfx1103")}  # fmt: skip
+    texts = undeclared(differences(dataclasses.replace(product, family_packages=tuple(moved.items()))))
+    assert sorted(texts) == [
+        "amdrocm<ver>-gfx110x: AMD's selector sends gfx1103 to it, the product does not",
+        "amdrocm<ver>-gfx120x: the product counts gfx1103 in it, AMD's selector does not",
+    ]

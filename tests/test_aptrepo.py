@@ -8,6 +8,7 @@ The sandbox test installs from the repository inside a sandbox host.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from radeonlab.sandbox import config
+from radeonlab.sandbox import amddata, aptrepo, config
 from radeonlab.sandbox.aptrepo import AptRepoInfo, build_repo
 from radeonlab.sandbox.standins import catalog
 from radeonlab.sandbox.web import serve, spawn
@@ -122,6 +123,35 @@ def test_layout_mirrors_amd(repo: AptRepoInfo) -> None:
     assert packages.count("(SIMULATED stand-in)\n") == len(
         catalog.legacy_standins(repo.rocm_version, "~24.04")
     )
+
+
+def test_core_sdk_metas_are_amds_list_not_the_products(repo: AptRepoInfo) -> None:
+    """The Core SDK's meta packages come from amdworld/coresdk-packages.yaml (AMD's install selector): every
+    per-target and per-family name, a family's Description naming the targets AMD's selector sends to it."""
+    sandbox = Path(aptrepo.__file__).parent
+    for module in ("aptrepo.py", "config.py", "amddata.py", "standins/catalog.py"):
+        assert "radeonlab.roles" not in (sandbox / module).read_text(), module
+    assert amddata.coresdk_distros() == config.CORESDK_DISTROS
+    families, targets = amddata.coresdk_families(), amddata.coresdk_targets()
+    assert families["gfx110x"] == ("gfx1100", "gfx1101", "gfx1102", "gfx1103") and "gfx1153" in targets
+    for layout in config.CORESDK_LAYOUT_DIRS.values():
+        index = repo.root / "rocm" / layout / "debian12/dists/stable/main/binary-amd64/Packages"
+        packages = index.read_text()
+        served = set(re.findall(r"^Package: (amdrocm10\.1-gfx\w+)$", packages, re.M))
+        assert served == {f"amdrocm10.1-{n}" for n in (*families, *targets)}
+        assert "Description: ROCm Core SDK for gfx94x (gfx942) (SIMULATED stand-in)\n" in packages
+        assert "ROCm Core SDK for gfx110x (gfx1100, gfx1101, gfx1102, gfx1103) (SIMULATED" in packages
+
+
+def test_the_stamp_changes_with_amds_package_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The repository is rebuilt (its stamp differs) when AMD's data changes, not only when code does."""
+    before = aptrepo._inputs_digest("7.2.4", ("10.1",), "f")
+    world = tmp_path / "amdworld"
+    shutil.copytree(amddata.AMDWORLD, world)
+    path = world / "coresdk-packages.yaml"
+    path.write_text(path.read_text().replace("gfx103x: [gfx1030]", "gfx103x: [gfx1030, gfx1031]"))
+    monkeypatch.setattr(amddata, "AMDWORLD", world)
+    assert aptrepo._inputs_digest("7.2.4", ("10.1",), "f") != before
 
 
 def test_dot_zero_release_directory() -> None:

@@ -280,6 +280,7 @@ def _set(w: Work, values: dict[str, str]) -> None:
     w.spec.write_text(text + ("radeonlab:\n" + "\n".join(block) + "\n" if block else ""))
 
 
+CACHED = "hub/models--Qwen--Qwen2.5-0.5B/snapshots/main"  # a Hub cache folder, relative and not here
 EPOCHS = {"max_steps": "-1"}  # the epoch rules apply when max_steps does not override num_train_epochs
 NAN = "is not a number: NaN passes every range check"
 VALUE_ROWS: dict[str, tuple[dict[str, str], str]] = {
@@ -341,6 +342,9 @@ VALUE_ROWS: dict[str, tuple[dict[str, str], str]] = {
                                "limit memory_gb must be a positive number (finite)"),
     "block-nodes-0": ({"radeonlab.nodes": "0"}, "nodes must be a whole number >= 1"),
     "block-nodes-fraction": ({"radeonlab.nodes": "1.5"}, "nodes must be a whole number >= 1"),
+    # paths as users write them (jobs/spec/paths.py; more in tests/test_spec_paths_cli.py)
+    "model-relative-hub-cache-folder": ({"model_name_or_path": CACHED},
+                                        f"`model_name_or_path: {CACHED}` is a Hugging Face cache folder"),
 }  # fmt: skip
 
 
@@ -397,6 +401,9 @@ def test_a_misspelt_key_without_history_still_gets_did_you_mean(work: Work) -> N
     assert checked.exit_code == 1 and "(fix: did you mean `lora_rank`?)" in checked.output, checked.output
 
 
+# a workstation's Hub cache folder, as configs users post name it
+WS_SHA = "060db6499f32faf8b98477b0a26969ef7d8b9987"
+WS_CACHED = f"/home/ml/.cache/huggingface/hub/models--Qwen--Qwen2.5-0.5B/snapshots/{WS_SHA}"
 # Absurd but legal: a warning with the reason; check exits 0 and submit goes on (to the closed host here).
 WARNING_ROWS: dict[str, tuple[dict[str, str], str]] = {
     "learning-rate-1e30": ({"learning_rate": "1.0e30"}, "`learning_rate: 1e+30` must be <= 1: legal, but"),
@@ -405,6 +412,15 @@ WARNING_ROWS: dict[str, tuple[dict[str, str], str]] = {
     "max-steps-0": ({"max_steps": "0"}, "`max_steps: 0` must be other than 0: max_steps 0 trains no step"),
     "zero-epochs": ({"num_train_epochs": "0", **EPOCHS}, "`num_train_epochs: 0` must be > 0: 0 epochs"),
     "lora-dropout-1": ({"lora_dropout": "1.0"}, "`lora_dropout: 1` must be < 1: a dropout of 1 zeroes"),
+    # a folder on the workstation: looked for there by submit and `check --host` (test_host_paths_e2e.py)
+    "model-folder-on-the-workstation": ({"model_name_or_path": "/data/models/llama-3-8b"},
+                                        "`model_name_or_path: /data/models/llama-3-8b` is not on this "
+                                        "laptop: submit looks for it on the workstation"),
+    "adapter-folder-on-the-workstation": ({"adapter_name_or_path": "/workspace/runs/sft-1"},
+                                          "`adapter_name_or_path: /workspace/runs/sft-1` is not on this"),
+    "model-absolute-hub-cache-folder": ({"model_name_or_path": WS_CACHED},
+                                        f"`model_name_or_path: {WS_CACHED}` is not on this laptop: a Hugging "
+                                        "Face cache folder; name the model by its Hub id"),
 }  # fmt: skip
 
 
@@ -416,6 +432,127 @@ def test_an_absurd_but_legal_value_is_a_warning_with_its_reason(work: Work, row:
     assert checked.exit_code == 0 and f": warning: {needle}" in checked.output, checked.output
     result = work.submit()
     assert result.exit_code == EXIT_FAILURE and "cannot reach ws1" in result.stderr, result.output
+
+
+# --- rules between keys (jobs/spec/lf_rules.py; each message names its llamafactory 0.9.5 code path) -------
+DS3 = "{zero_optimization: {stage: 3}}"  # an inline DeepSpeed config: transformers takes a dict as well
+GTA = "(llamafactory 0.9.5 hparams/parser.py:get_train_args)"
+RULE_ROWS: dict[str, tuple[dict[str, str], str]] = {
+    "predict-with-generate-outside-sft": ({"stage": "pt", "predict_with_generate": "true"},
+                                          "`predict_with_generate` cannot be set as True except SFT " + GTA),
+    "neat-packing-outside-sft": ({"stage": "pt", "neat_packing": "true"}, "`neat_packing` cannot be set"),
+    "train-on-prompt-outside-sft": ({"stage": "pt", "train_on_prompt": "true"}, "`train_on_prompt` ..."),
+    "do-predict-without-predict-with-generate": ({"do_predict": "true", "eval_dataset": "demo"},
+                                                 "do_predict without predict_with_generate"),
+    "do-eval-without-eval-data": ({"do_eval": "true"}, "do_eval without eval_dataset or val_size"),
+    "rm-load-best-model-at-end": ({"stage": "rm", "load_best_model_at_end": "true"},
+                                  "`RM and PPO stages do not support `load_best_model_at_end``"),
+    "ppo-without-reward-model": ({"stage": "ppo"}, "`reward_model` is necessary for PPO training "
+                                 "(llamafactory 0.9.5 hparams/finetuning_args.py:FinetuningArguments."),
+    "ppo-full-with-lora-reward-model": ({"stage": "ppo", "reward_model": "rm", "finetuning_type": "full"},
+                                        "`reward_model_type` cannot be lora for Freeze/Full PPO training"),
+    "streaming-without-max-steps": ({"streaming": "true", "max_steps": "-1"},
+                                    "streaming without max_steps: `Please specify `max_steps`"),
+    "streaming-with-max-samples": ({"streaming": "true", "max_samples": "100"},
+                                   "`max_samples` is incompatible with `streaming`"),
+    "predict-with-generate-and-compute-accuracy": (
+        {"predict_with_generate": "true", "compute_accuracy": "true", "val_size": "0.1"},
+        "`Cannot use `predict_with_generate` and `compute_accuracy` together`"),
+    "predict-with-generate-and-zero3": ({"predict_with_generate": "true", "val_size": "0.1",
+                                         "deepspeed": DS3}, "is incompatible with DeepSpeed ZeRO-3"),
+    "pure-bf16-and-zero3": ({"pure_bf16": "true", "deepspeed": DS3}, "`pure_bf16` is incompatible with"),
+    "galore-with-deepspeed": ({"finetuning_type": "full", "use_galore": "true", "deepspeed": DS3},
+                              "`GaLore and APOLLO are incompatible with DeepSpeed yet`"),
+    "fp8-with-quantization": ({"fp8": "true", "quantization_bit": "4"}, "`FP8 training is not compatible"),
+    "vllm-backend-to-train": ({"infer_backend": "vllm"}, "`vLLM/SGLang backend is only available for API"),
+    "adapter-with-full-tuning": ({"finetuning_type": "full", "adapter_name_or_path": "adapter",
+                                  "lora_target": "all"}, "`Adapter is only valid for the LoRA method`"),
+    "quantization-with-full-tuning": ({"finetuning_type": "full", "quantization_bit": "4"},
+                                      "`Quantization is only compatible with the LoRA or OFT method`"),
+    "quantization-with-resize-vocab": ({"quantization_bit": "4", "resize_vocab": "true"},
+                                       "`Cannot resize embedding layers of a quantized model`"),
+    "bnb-3-bit": ({"quantization_bit": "3"}, "`Bitsandbytes only accepts 4-bit or 8-bit quantization` "
+                  "(llamafactory 0.9.5 model/model_utils/quantization.py:configure_quantization)"),
+    "eetq-4-bit": ({"quantization_method": "eetq", "quantization_bit": "4"}, "`EETQ only accepts 8-bit"),
+    "bnb-8-bit-with-zero3": ({"quantization_bit": "8", "deepspeed": DS3},
+                             "8-bit with DeepSpeed ZeRO-3: `Only 4-bit quantized model can use"),
+    "hqq-with-zero3": ({"quantization_method": "hqq", "quantization_bit": "4", "deepspeed": DS3},
+                       "HQQ and EETQ quantization are incompatible with DeepSpeed ZeRO-3"),
+    "dpo-label-smoothing-with-ipo": ({"stage": "dpo", "pref_loss": "ipo", "dpo_label_smoothing": "0.1"},
+                                     "`dpo_label_smoothing` is only valid for sigmoid loss function"),
+    "llama-pro-with-full-tuning": ({"finetuning_type": "full", "use_llama_pro": "true"},
+                                   "`use_llama_pro` is only valid for Freeze or LoRA training"),
+    "lora-with-galore": ({"use_galore": "true"}, "`Cannot use LoRA with GaLore, APOLLO or BAdam together`"),
+    "dora-with-freeze-tuning": ({"finetuning_type": "freeze", "use_dora": "true"},
+                                "`use_dora` is only valid for LoRA training"),
+    "val-size-and-eval-dataset": ({"val_size": "0.1", "eval_dataset": "demo"},
+                                  "`Cannot specify `val_size` if `eval_dataset` is not None`"),
+    "mask-history-and-train-on-prompt": ({"mask_history": "true", "train_on_prompt": "true"},
+                                         "`mask_history` is incompatible with `train_on_prompt`"),
+    "interleave-probs-with-concat": ({"interleave_probs": "'1.0'"}, "`interleave_probs` is only valid for"),
+    "export-quantization-without-dataset": ({"export_quantization_bit": "4"},
+                                            "`Quantization dataset is necessary for exporting`"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("row", list(RULE_ROWS))
+def test_a_rule_between_keys_is_refused_with_its_code_path(work: Work, row: str) -> None:
+    values, needle = RULE_ROWS[row]
+    _set(work, values)
+    last = refused(work.submit(), needle)
+    assert last.endswith("nothing uploaded"), last
+    checked = work.cli("check", str(work.spec), "--no-hub")
+    line = next((x for x in checked.output.splitlines() if needle in x), checked.output)
+    assert checked.exit_code == 1 and ": error: " in line and "(llamafactory 0.9.5 " in line, checked.output
+
+
+# Keys LLaMA-Factory reads only beside another key: set alone they are ignored, a warning with the reason.
+IGNORED_ROWS: dict[str, tuple[dict[str, str], str]] = {
+    "quantization-method-without-bit": ({"quantization_method": "hqq"},
+                                        "`quantization_method` without quantization_bit: LLaMA-Factory"),
+    "double-quantization-without-bit": ({"double_quantization": "true"}, "`double_quantization` without"),
+    "ref-model-adapters-without-ref-model": ({"ref_model_adapters": "ref-adapter"},
+                                             "`ref_model_adapters` without ref_model: LLaMA-Factory ignores"),
+    "reward-model-adapters-with-lora-reward": (
+        {"stage": "ppo", "reward_model": "rm", "reward_model_adapters": "rm-adapter"},
+        "`reward_model_adapters` with reward_model_type lora or api: LLaMA-Factory ignores it"),
+    "reward-model-outside-ppo": ({"reward_model": "rm"}, "`reward_model` outside stage ppo"),
+    "ref-model-in-sft": ({"ref_model": "ref"}, "`ref_model` outside stages dpo, kto and ppo"),
+    "lora-rank-with-full-tuning": ({"finetuning_type": "full", "lora_target": "all", "lora_rank": "8",
+                                    "lora_alpha": "16"}, "`lora_rank` with finetuning_type freeze or full"),
+    "freeze-layers-with-lora": ({"freeze_trainable_layers": "4"},
+                                "`freeze_trainable_layers` with finetuning_type other than freeze"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("row", list(IGNORED_ROWS))
+def test_a_key_ignored_beside_another_is_a_warning_with_its_code_path(work: Work, row: str) -> None:
+    values, needle = IGNORED_ROWS[row]
+    _set(work, values)
+    checked = work.cli("check", str(work.spec), "--no-hub")
+    assert checked.exit_code == 0 and f": warning: {needle}" in checked.output, checked.output
+    assert "(llamafactory 0.9.5 " in checked.output
+    result = work.submit()
+    assert result.exit_code == EXIT_FAILURE and "cannot reach ws1" in result.stderr, result.output
+
+
+def test_an_eval_config_is_named_with_its_command_not_refused_key_by_key(work: Work) -> None:
+    spec = work.dir / "mmlu.yaml"
+    spec.write_text(f"model_name_or_path: {HUB_MODEL}\ntemplate: qwen\ntask: mmlu_test\nn_shot: 5\nlang: en\n"
+                    "save_dir: saves/eval\nbatch_size: 4\n")  # fmt: skip
+    last = refused(work.submit(spec), f"{spec}:3: error: an evaluation config for `llamafactory-cli eval`")
+    assert "Evaluation will be deprecated" in work.submit(spec).stderr and "1 error(s)" in last
+    checked = work.cli("check", str(spec), "--no-hub")
+    assert checked.exit_code == 1 and "unknown key" not in checked.output, checked.output
+
+
+def test_a_prediction_config_is_named_with_what_train_does(work: Work) -> None:
+    _set(work, {"do_train": "false", "do_predict": "true", "predict_with_generate": "true",
+                "eval_dataset": "demo"})  # fmt: skip
+    checked = work.cli("check", str(work.spec), "--no-hub")
+    assert checked.exit_code == 0, checked.output
+    named = ": info: a prediction config (do_predict without do_train): `llamafactory-cli train`"
+    assert named in checked.output, checked.output
 
 
 def test_paths_with_spaces_quotes_and_unicode_are_read_as_they_are(work: Work) -> None:
@@ -665,7 +802,9 @@ def _bad_spec(work: Work, table: str, row: str) -> Path:
     if table == "dataset":
         DATASET_ROWS[row][0](work)
     else:
-        _set(work, {"value": VALUE_ROWS, "history": HISTORY_ROWS, "warning": WARNING_ROWS}[table][row][0])
+        tables = {"value": VALUE_ROWS, "history": HISTORY_ROWS, "warning": WARNING_ROWS, "rule": RULE_ROWS,
+                  "ignored": IGNORED_ROWS}
+        _set(work, tables[table][row][0])
     return work.spec
 
 
@@ -677,7 +816,10 @@ EVERY_BAD_INPUT = [
     *(("value", r) for r in VALUE_ROWS),
     *(("history", r) for r in HISTORY_ROWS),
     *(("warning", r) for r in WARNING_ROWS),
+    *(("rule", r) for r in RULE_ROWS),
+    *(("ignored", r) for r in IGNORED_ROWS),
 ]
+WARNS_ONLY = ("warning", "ignored")  # tables whose rows check passes with a warning (exit 0)
 EXCEPTION_NAME = re.compile(r"\b[A-Z]\w*(Error|Exception|Warning)\b:|Traceback")
 
 
@@ -685,7 +827,7 @@ EXCEPTION_NAME = re.compile(r"\b[A-Z]\w*(Error|Exception|Warning)\b:|Traceback")
 def test_check_never_prints_a_python_exception_name_as_the_message(work: Work, table: str, row: str) -> None:
     spec = _bad_spec(work, table, row)
     result = work.cli("check", str(spec), "--no-hub")
-    assert result.exit_code == (0 if table == "warning" else 1), result.output
+    assert result.exit_code == (0 if table in WARNS_ONLY else 1), result.output
     assert not EXCEPTION_NAME.search(result.output), result.output
     lines = result.output.strip().splitlines()
     finding = re.compile(r".+(:\d+| \(a command-line override\)): (error|warning|info): ")

@@ -146,9 +146,11 @@ def spec_file(tmp_path: Path, body: str, rows: list | None = None, info: dict | 
         (tmp_path / "data/d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         (tmp_path / "data/dataset_info.json").write_text(json.dumps(info or {"d": {"file_name": "d.jsonl"}}))
     path = tmp_path / "job.yaml"
-    # two header lines; without a dataset the job only predicts, so "no dataset" is not an error here
+    # two header lines; without a dataset the job does not train, so "no dataset" is not an error here (nor is
+    # do_predict's need of predict_with_generate and an eval dataset: jobs/spec/lf_rules.py)
+    trains = rows is not None or "dataset:" in body
     path.write_text(
-        "model_name_or_path: m\n" + ("do_train: true\n" if rows is not None else "do_predict: true\n") + body
+        "model_name_or_path: m\n" + ("do_train: true\n" if trains else "do_train: false\n") + body
     )
     return path
 

@@ -132,7 +132,7 @@ def test_only_the_dashboards_own_page_may_change_anything(headers: dict, refused
 
 
 class StandInLab:
-    """What app.py reads of hub.Lab, with no host behind it."""
+    """What app.py reads of poller.Lab, with no host behind it."""
 
     def __init__(self) -> None:
         self.version, self.cancelled, self.view = 1, [], job_view()
@@ -279,15 +279,15 @@ def test_read_only_by_default() -> None:
 
 
 def test_a_host_that_cannot_be_reached_is_shown_so_and_asked_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    from radeonlab.dashboard import hub
+    from radeonlab.dashboard import poller
     from radeonlab.jobs.fleet.inventory import HostTarget
 
-    monkeypatch.setitem(hub.HUB, "reconnect_s", 0.2)
+    monkeypatch.setitem(poller.POLL, "reconnect_s", 0.2)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])  # closed again once the block ends: connection refused
     target = HostTarget("ws9", "127.0.0.1", port)
-    lab = hub.Lab("inv.py", {"ws9": target}, [target])
+    lab = poller.Lab("inv.py", {"ws9": target}, [target])
     assert lab.snapshot()["hosts"][0]["error"] == "not asked yet"
     lab.start()
     try:

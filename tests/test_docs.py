@@ -51,3 +51,38 @@ def test_every_docs_page_is_in_the_navigation() -> None:
     pages = {str(p.relative_to(REPO / "docs")) for p in (REPO / "docs").rglob("*.md")}
     assert sorted(pages - set(nav)) == []
     assert sorted(set(nav) - pages) == []
+
+
+# `src/radeonlab/x` or `radeonlab/x` as a path of the repository; not a machine path that ends in a
+# radeonlab folder (`/etc/radeonlab/host.json`, `~/.config/radeonlab/...`): those follow a `/`.
+PACKAGE_PATH = re.compile(r"(?<![\w/.~-])(?:src/)?radeonlab/([\w.-]+(?:/[\w.-]+)*)")
+# a module path in backticks on the architecture page, relative to src/radeonlab/ or to the root
+ARCH_PATH = re.compile(r"`([\w.-]+(?:/[\w.-]+)+/?)`")
+
+
+def missing_paths(text: str) -> list[str]:
+    """The repository paths `text` names that do not exist."""
+    named = {m.rstrip("/.") for m in PACKAGE_PATH.findall(text)}
+    missing = [f"radeonlab/{p}" for p in sorted(named) if not (REPO / "src/radeonlab" / p).exists()]
+    return missing
+
+
+def test_every_package_path_named_in_the_docs_exists() -> None:
+    found = [f"{md.relative_to(REPO)}: {p}" for md in markdown_files() for p in missing_paths(md.read_text())]
+    assert found == []
+
+
+def test_every_module_path_on_the_architecture_page_exists() -> None:
+    text = (REPO / "docs/design/architecture.md").read_text()
+    named = sorted({p.rstrip("/") for p in ARCH_PATH.findall(text)})
+    assert len(named) > 40  # the page names the modules of its reading order, seams and changes
+    missing = [p for p in named if not ((REPO / "src/radeonlab" / p).exists() or (REPO / p).exists())]
+    assert missing == []
+
+
+def test_the_path_checks_bite() -> None:
+    assert missing_paths("see `src/radeonlab/jobs/plan/nowhere.py` and radeonlab/cli/gone.py") == [
+        "radeonlab/cli/gone.py",
+        "radeonlab/jobs/plan/nowhere.py",
+    ]
+    assert missing_paths("/etc/radeonlab/host.json, ~/.config/radeonlab/config.toml, radeonlab/cli/") == []

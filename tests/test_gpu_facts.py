@@ -227,15 +227,14 @@ VERSIONS = ("6.2", "6.4.1", "7.2.4", CORE_SDK)
 
 # gfx -> override expected on (6.2, 6.4.1, 7.2.4, 7.12); "-" native, None unsupported
 # (docs/notes/rocm-facts.md, Cards). On the Core SDK a target its family package carries is native: gfx103x
-# carries gfx1030-1036, gfx110x gfx1100-1103 (AMD's rocm-bootstrap sub-families, AMD's selector; the one GPU
-# table, roles/gpu/table.py).
+# carries gfx1030 only, gfx110x gfx1100-1103 (AMD's selector; the one GPU table, roles/gpu/table.py).
 OVERRIDES: dict[str, tuple[str | None, ...]] = {
     "gfx1030": ("-", "-", "-", "-"),  # 73bf: native; Core SDK gfx103x (W6800, V620)
-    "gfx1031": ("10.3.0",) * 3 + ("-",),  # 73df: needs override 10.3.0 on the legacy stream
-    "gfx1032": ("10.3.0",) * 3 + ("-",),  # 73ff: needs override 10.3.0 on the legacy stream
-    "gfx1034": ("10.3.0",) * 3 + ("-",),
-    "gfx1035": ("10.3.0",) * 3 + ("-",),
-    "gfx1036": ("10.3.0",) * 3 + ("-",),
+    "gfx1031": ("10.3.0",) * 4,  # 73df: needs override 10.3.0 (Core SDK: -gfx103x carries gfx1030 only)
+    "gfx1032": ("10.3.0",) * 4,  # 73ff: needs override 10.3.0
+    "gfx1034": ("10.3.0",) * 4,
+    "gfx1035": ("10.3.0",) * 4,
+    "gfx1036": ("10.3.0",) * 4,
     "gfx1100": ("-", "-", "-", "-"),  # 744c: native since ROCm 5.7/6.x
     "gfx1101": ("11.0.0", "11.0.0", "-", "-"),  # 747e: native in ROCm 7 lists; 11.0.0 on older ROCm
     "gfx1102": ("11.0.0", "11.0.0", "11.0.0", "-"),  # 7480: native only in Core SDK lists

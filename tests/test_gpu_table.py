@@ -70,10 +70,11 @@ def test_the_table_agrees_with_rocm_bootstrap() -> None:
         if table.TARGETS[gfx].amd_wheel:
             # AMD's wheel graph (python_stack) ends in rocm-bootstrap's device package for the target
             assert stack.device_packages(gfx)[-1] == table.rocm_device_package(gfx)
-    # the apt families with one package per sub-family carry that whole sub-family
+    # the apt families with one package per sub-family carry that whole sub-family, unless AMD's selector
+    # says less (SDK_FAMILY_ONLY: -gfx103x carries gfx1030 alone)
     for sub_family, family in table.SDK_FAMILY_BY_SUB_FAMILY.items():
         members = tuple(t.name for t in rocm_bootstrap.lookup_bundle(sub_family).members)
-        assert releases.FAMILY_PACKAGES[family] == members
+        assert releases.FAMILY_PACKAGES[family] == table.SDK_FAMILY_ONLY.get(family, members)
     # no declared difference is stale
     used = {table.hierarchy(g)[1] for g in known if table.sdk_family(g) not in (None, table.hierarchy(g)[1])}
     assert used == set(DECLARED)
@@ -97,16 +98,19 @@ def test_every_derived_set_comes_from_the_rows() -> None:
 
 @pytest.mark.parametrize(
     ("gfx", "family"),
-    [("gfx1103", "gfx110x"), ("gfx1031", "gfx103x"), ("gfx1033", "gfx103x"), ("gfx1152", "gfx1152"),
+    [("gfx1103", "gfx110x"), ("gfx1031", None), ("gfx1033", None), ("gfx1152", "gfx1152"),
      ("gfx1153", None), ("gfx942", None)],
 )  # fmt: skip
 def test_the_old_disagreements_follow_amds_data(gfx: str, family: str | None) -> None:
     """gfx1103 is in gfx110x and gfx1152 has its own family (AMD's selector); gfx1153 has a per-target
-    multi-arch package but no family package. A Core SDK card in a family package is native: no override."""
+    multi-arch package but no family package; -gfx103x carries gfx1030 alone (AMD's selector), so gfx1031
+    and gfx1033 run as gfx1030 through the 10.3.0 override. A Core SDK card in a family package is native."""
     assert table.sdk_family(gfx) == family
-    assert cards.core_sdk_family(gfx) == family
     if family:
         assert cards.is_native(gfx, "10.1") and cards.override_for(gfx, "10.1") is None
+    elif gfx in ("gfx1031", "gfx1033"):
+        assert not cards.is_native(gfx, "10.1") and cards.override_for(gfx, "10.1") == "10.3.0"
+        assert cards.core_sdk_family(gfx) == "gfx103x"  # the reference target's family serves it
     assert gfx in releases.MULTI_ARCH_TARGETS or gfx in ("gfx1031", "gfx1033")
 
 

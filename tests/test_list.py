@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from radeonlab.cli import main
 from radeonlab.errors import EXIT_OK
-from radeonlab.jobs.fleet import probe
+from radeonlab.jobs.fleet import listing
 from radeonlab.jobs.fleet.probe import parse_probe
 from radeonlab.jobs.fleet.store import HOME_ENV
 from radeonlab.jobs.host.probe import run_seconds
@@ -64,7 +64,7 @@ def list_ws1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: dict, *args:
     monkeypatch.setenv(HOME_ENV, str(tmp_path / "home"))
     inventory = tmp_path / "inv.py"
     inventory.write_text('hosts = ["ws1"]\n')
-    monkeypatch.setattr(probe, "probe_hosts", lambda targets, timeout, jobs: [parse_probe("ws1", data)])
+    monkeypatch.setattr(listing, "probe_hosts", lambda targets, timeout, jobs: [parse_probe("ws1", data)])
     result = CliRunner().invoke(main, ["list", "-i", str(inventory), *args])
     assert result.exit_code == EXIT_OK, result.output
     return result

@@ -1,6 +1,6 @@
 """Notifications without a workstation: the spec's `notify`, the secret it becomes, the messages, and the two
-host-side halves (jobs/host/notifier.py on the system python, jobs/host/notify.py with Apprise) sending to a
-webhook sink on loopback, in order, with retries, never quoting a URL."""
+host-side halves (jobs/host/notify_messenger.py on the system python, jobs/host/notify_send.py with Apprise)
+sending to a webhook sink on loopback, in order, with retries, never quoting a URL."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ import pytest
 
 from radeonlab.contract.state import EndReason
 from radeonlab.jobs.apply import secrets
-from radeonlab.jobs.host import notifier, notify
+from radeonlab.jobs.host import notify_messenger as notifier
+from radeonlab.jobs.host import notify_send as notify
 from radeonlab.jobs.spec.block import parse_block
 from radeonlab.jobs.ssh import hostcode
 from tests.notify_sink import Sink
@@ -90,7 +91,7 @@ def test_a_success_reports_loss_tokens_and_the_adapter_and_a_failure_the_log_tai
     assert tail == ["line 38", "line 39", "RuntimeError: boom"]
 
 
-# --- jobs/host/notify.py (Apprise) -------------------------------------------------------------------------
+# --- jobs/host/notify_send.py (Apprise) ---------------------------------------------------------------------
 def test_urls_come_as_a_json_list_or_words_and_logs_name_only_the_scheme() -> None:
     assert notify.parse_urls('["json://a/b", " ntfys://t "]') == ["json://a/b", "ntfys://t"]
     assert notify.parse_urls("json://a/b  ntfys://t\n") == ["json://a/b", "ntfys://t"]
@@ -126,7 +127,7 @@ def run_notify(urls: list[str], messages: list[dict], *extra: str) -> subprocess
     env = {**os.environ, notify.ENV: json.dumps(urls)}
     stdin = "".join(json.dumps(m) + "\n" for m in messages)
     return subprocess.run(
-        [sys.executable, "-m", "radeonlab.jobs.host.notify", *extra],
+        [sys.executable, "-m", "radeonlab.jobs.host.notify_send", *extra],
         input=stdin,
         env=env,
         capture_output=True,
@@ -165,7 +166,7 @@ def test_a_sink_that_is_down_costs_the_retries_and_exit_1_only() -> None:
     assert TOKEN not in done.stdout + done.stderr and "127.0.0.1" not in done.stderr
 
 
-# --- jobs/host/notifier.py (the supervisor's side) ---------------------------------------------------------
+# --- jobs/host/notify_messenger.py (the supervisor's side) -----------------------------------------------
 @pytest.fixture
 def shipped(tmp_path: Path) -> Path:
     """radeonlab's host code as a job folder holds it (<job>/host), what the messenger runs from."""

@@ -165,7 +165,7 @@ def test_the_token_is_written_nowhere(lab: Lab) -> None:
     logs = lab.host.exec(["grep", "-rlaF", TOKEN, "/home/lab", "/tmp", "/var/log"], check=False)
     assert logs.stdout == "", logs.stdout
     assert lab.seen_ps and not [s for s in lab.seen_ps if TOKEN in s]
-    assert any("radeonlab.jobs.host.notify" in s for s in lab.seen_ps)  # the sampler did see the messenger
+    assert any("radeonlab.jobs.host.notify_send" in s for s in lab.seen_ps)  # the sampler saw the messenger
     db = Path(lab.env["RADEONLAB_HOME"]) / "jobs.db"
     with sqlite3.connect(db) as conn:
         rows = [str(r) for r in conn.execute("SELECT * FROM jobs")]

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from radeonlab.jobs.host.notifier import ENV
+from radeonlab.jobs.host.notify_messenger import ENV
 from radeonlab.jobs.host.remedies import STEP_KEYS
 from radeonlab.jobs.ssh import hostcode
 from tests.notify_sink import Sink

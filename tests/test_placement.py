@@ -21,7 +21,7 @@ from radeonlab.errors import EXIT_FAILURE, PlacementError
 from radeonlab.jobs.fleet.probe import HostView, parse_probe
 from radeonlab.jobs.plan import model as model_module
 from radeonlab.jobs.plan import placement
-from radeonlab.jobs.plan.placement import Needs, card_problems, choose, gfx_matches, needs_of
+from radeonlab.jobs.plan.placement import Asks, asks_of, card_problems, choose, gfx_matches
 from radeonlab.jobs.spec.load import parse_text
 from tests.laptop_doubles import (
     CLOSED_HUB,
@@ -57,19 +57,19 @@ def fleet(queues: dict[str, int] | None = None) -> list[HostView]:
     return out
 
 
-def spec_needs(tmp_path: Path, text: str, model_config: dict | None = None) -> Needs:
-    """The needs of a LoRA spec whose model is a local folder holding `model_config` as its config.json
+def spec_asks(tmp_path: Path, text: str, model_config: dict | None = None) -> Asks:
+    """What a LoRA spec asks whose model is a local folder holding `model_config` as its config.json
     (None: the model's shape is unknown, as for a Hub model the Hub cannot be asked about; a local folder
     without config.json is no model folder and is refused)."""
     base = "model_name_or_path: llama\nstage: sft\nfinetuning_type: lora\ncutoff_len: 1024\n"
     spec = parse_text(base + text, tmp_path / "job.yaml")
     if model_config is None:
-        return needs_of(spec, None, "VRAM estimate skipped: the Hub is unreachable (SIMULATED)")
+        return asks_of(spec, None, "VRAM estimate skipped: the Hub is unreachable (SIMULATED)")
     (tmp_path / "llama").mkdir(exist_ok=True)
     (tmp_path / "llama" / "model.safetensors").write_bytes(b"SIMULATED weights")
     (tmp_path / "llama" / "config.json").write_text(json.dumps(model_config))
     info = model_module.resolve(spec)
-    return needs_of(spec, info.config, info.note)
+    return asks_of(spec, info.config, info.note)
 
 
 def lines(decisions: list) -> dict[str, str]:
@@ -79,7 +79,7 @@ def lines(decisions: list) -> dict[str, str]:
 def test_no_model_config_no_estimate_and_the_shortest_queue_wins_then_free_vram(
     tmp_path: Path,
 ) -> None:
-    chosen, decisions = choose(fleet(), TARGETS, spec_needs(tmp_path, ""))
+    chosen, decisions = choose(fleet(), TARGETS, spec_asks(tmp_path, ""))
     # ws-6700 and ws-9070 both have an empty queue; the 9070 XT has more free VRAM; ws-xtx has a queue of 1
     assert chosen == ["ws-9070"]
     said = lines(decisions)
@@ -89,7 +89,7 @@ def test_no_model_config_no_estimate_and_the_shortest_queue_wins_then_free_vram(
     assert said["demo"].startswith("demo: accepted: no GPU (trains on CPU)")
     # the cpu-only host is a fallback: last even with the shortest queue, and with the others busy
     busy = {"ws-xtx": 3, "ws-6700": 2, "ws-9070": 2}
-    assert choose(fleet(busy), TARGETS, spec_needs(tmp_path, ""), count=4)[0] == [
+    assert choose(fleet(busy), TARGETS, spec_asks(tmp_path, ""), count=4)[0] == [
         "ws-9070",
         "ws-6700",
         "ws-xtx",
@@ -103,12 +103,12 @@ def test_a_job_whose_launcher_died_does_not_count_in_the_queue(tmp_path: Path) -
     views[2] = view(
         host_record("ws-9070", [gpu("rx9070xt")]), jobs=[dead, dead | {"id": "x", "alive": False}]
     )
-    assert choose(views, TARGETS, spec_needs(tmp_path, ""))[0] == ["ws-9070"]
+    assert choose(views, TARGETS, spec_asks(tmp_path, ""))[0] == ["ws-9070"]
 
 
 def test_the_vram_estimate_sends_an_8b_lora_to_the_24gb_card_despite_its_queue(tmp_path: Path) -> None:
-    needs = spec_needs(tmp_path, "per_device_train_batch_size: 1\n", LLAMA3_8B)
-    chosen, decisions = choose(fleet(), TARGETS, needs)
+    asks = spec_asks(tmp_path, "per_device_train_batch_size: 1\n", LLAMA3_8B)
+    chosen, decisions = choose(fleet(), TARGETS, asks)
     assert chosen == ["ws-xtx"]
     said = lines(decisions)
     assert re.search(r"estimate ~\d+\.\d GiB fits", said["ws-xtx"]), said["ws-xtx"]
@@ -118,11 +118,11 @@ def test_the_vram_estimate_sends_an_8b_lora_to_the_24gb_card_despite_its_queue(t
 
 def test_the_estimate_counts_the_live_vram_reading_not_the_recorded_one(tmp_path: Path) -> None:
     """The same 8B job, but the XTX's card now has 10 GiB in use (another process): it no longer fits."""
-    needs = spec_needs(tmp_path, "per_device_train_batch_size: 1\n", LLAMA3_8B)
+    asks = spec_asks(tmp_path, "per_device_train_batch_size: 1\n", LLAMA3_8B)
     views = fleet()
     busy_reading = recorded_reading(gpu("rx7900xtx"), vram_used=10 * 2**30)
     views[0] = view(views[0].record, jobs=views[0].jobs, readings=[busy_reading])
-    chosen, decisions = choose(views, TARGETS, needs)
+    chosen, decisions = choose(views, TARGETS, asks)
     assert lines(decisions)["ws-xtx"].startswith(
         "ws-xtx: rejected: GPU 0 AMD Radeon RX 7900 XTX: does not fit"
     )
@@ -130,7 +130,7 @@ def test_the_estimate_counts_the_live_vram_reading_not_the_recorded_one(tmp_path
 
 
 def test_forced_bf16_rejects_the_6700xt_and_the_cpu_only_host(tmp_path: Path) -> None:
-    chosen, decisions = choose(fleet(), TARGETS, spec_needs(tmp_path, "bf16: true\n"), count=2)
+    chosen, decisions = choose(fleet(), TARGETS, spec_asks(tmp_path, "bf16: true\n"), count=2)
     assert chosen == ["ws-9070", "ws-xtx"]
     said = lines(decisions)
     assert "RX 6700 XT (gfx1031, RDNA2) has no bf16 and the spec forces bf16" in said["ws-6700"]
@@ -150,14 +150,14 @@ def test_forced_bf16_rejects_the_6700xt_and_the_cpu_only_host(tmp_path: Path) ->
     ],
 )
 def test_placement_wishes(tmp_path: Path, wish: str, accepted: set[str]) -> None:
-    needs = spec_needs(tmp_path, f"radeonlab:\n  placement: {{{wish}}}\n")
-    _chosen, decisions = choose(fleet(), TARGETS, needs)
+    asks = spec_asks(tmp_path, f"radeonlab:\n  placement: {{{wish}}}\n")
+    _chosen, decisions = choose(fleet(), TARGETS, asks)
     assert {d.host for d in decisions if d.accepted} == accepted
 
 
 def test_rejection_reasons_name_the_card_and_the_wish(tmp_path: Path) -> None:
-    needs = spec_needs(tmp_path, "radeonlab:\n  placement: {min_vram_gb: 16, host_group: lab}\n")
-    said = lines(choose(fleet(), TARGETS, needs)[1])
+    asks = spec_asks(tmp_path, "radeonlab:\n  placement: {min_vram_gb: 16, host_group: lab}\n")
+    said = lines(choose(fleet(), TARGETS, asks)[1])
     assert said["ws-6700"] == (
         "ws-6700: rejected: GPU 0 AMD Radeon RX 6700 XT (gfx1031, RDNA2) has 12.9 GB (12.0 GiB) of memory, "
         "placement min_vram_gb is 16 GB"
@@ -167,25 +167,25 @@ def test_rejection_reasons_name_the_card_and_the_wish(tmp_path: Path) -> None:
 
 def test_a_named_host_is_held_to_the_same_wishes(tmp_path: Path) -> None:
     """`--host ws9` skips placement, not the spec's wishes: plan_job checks the named host's cards."""
-    needs = spec_needs(tmp_path, "radeonlab:\n  placement: {min_vram_gb: 24}\n")
+    asks = spec_asks(tmp_path, "radeonlab:\n  placement: {min_vram_gb: 24}\n")
     small = host_record("ws9", [gpu("rx6700xt")]).training_gpus()
-    assert card_problems(needs, small) == [
+    assert card_problems(asks, small) == [
         "GPU 0 AMD Radeon RX 6700 XT (gfx1031, RDNA2) has 12.9 GB (12.0 GiB) of memory, "
         "placement min_vram_gb is 24 GB"
     ]
-    assert card_problems(needs, host_record("ws1", [gpu("rx7900xtx")]).training_gpus()) == []
+    assert card_problems(asks, host_record("ws1", [gpu("rx7900xtx")]).training_gpus()) == []
 
 
 def test_not_provisioned_is_a_reason_too() -> None:
     with pytest.raises(PlacementError) as err:
-        choose([view(None, "bare")], {"bare": target("bare")}, Needs())
+        choose([view(None, "bare")], {"bare": target("bare")}, Asks())
     assert str(err.value) == "no host fits this job: bare: rejected: not provisioned (no host record)"
     assert [d.host for d in err.value.decisions] == ["bare"]
 
 
 def test_none_fits_lists_every_host(tmp_path: Path) -> None:
     with pytest.raises(PlacementError) as err:
-        choose(fleet(), TARGETS, spec_needs(tmp_path, "radeonlab:\n  placement: {min_vram_gb: 48}\n"))
+        choose(fleet(), TARGETS, spec_asks(tmp_path, "radeonlab:\n  placement: {min_vram_gb: 48}\n"))
     message = str(err.value)
     assert message.startswith("no host fits this job: ")
     for host in ("ws-xtx", "ws-6700", "ws-9070", "demo", "ws-off"):
@@ -194,7 +194,7 @@ def test_none_fits_lists_every_host(tmp_path: Path) -> None:
 
 def test_too_few_hosts_for_a_multi_node_job_says_how_many_fit(tmp_path: Path) -> None:
     with pytest.raises(PlacementError, match=r"^2 host\(s\) fit, the job needs 3: "):
-        choose(fleet(), TARGETS, spec_needs(tmp_path, "bf16: true\n"), count=3)
+        choose(fleet(), TARGETS, spec_asks(tmp_path, "bf16: true\n"), count=3)
 
 
 def test_gfx_family_forms() -> None:

@@ -15,6 +15,7 @@ import pytest
 from radeonlab.contract.records import JobRecord
 from radeonlab.contract.state import JobState
 from radeonlab.jobs.plan import slurm
+from radeonlab.jobs.plan.wishes import CardWishes
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"
 NODES = slurm.parse_sinfo((FIXTURES / "sinfo-three-nodes.txt").read_text())
@@ -56,15 +57,15 @@ def test_sinfo_fixture() -> None:
 @pytest.mark.parametrize(
     ("wishes", "constraint", "able"),
     [
-        (slurm.Wishes(), "", ["sl-1", "sl-2", "sl-3"]),
-        (slurm.Wishes(bf16=True), "bf16", ["sl-1", "sl-3"]),  # never the RX 6700 XT
-        (slurm.Wishes(gfx_family="gfx110x"), "gfx110x", ["sl-1"]),
-        (slurm.Wishes(gfx_family="RDNA4", bf16=True), "rdna4&bf16", ["sl-3"]),
-        (slurm.Wishes(min_vram_gb=16), "(vram16g|vram24g)", ["sl-1", "sl-3"]),
-        (slurm.Wishes(gfx_family="gfx11", min_vram_gb=20), "gfx11&vram24g", ["sl-1"]),
+        (CardWishes(), "", ["sl-1", "sl-2", "sl-3"]),
+        (CardWishes(bf16=True), "bf16", ["sl-1", "sl-3"]),  # never the RX 6700 XT
+        (CardWishes(gfx_family="gfx110x"), "gfx110x", ["sl-1"]),
+        (CardWishes(gfx_family="RDNA4", bf16=True), "rdna4&bf16", ["sl-3"]),
+        (CardWishes(min_vram_gb=16), "(vram16g|vram24g)", ["sl-1", "sl-3"]),
+        (CardWishes(gfx_family="gfx11", min_vram_gb=20), "gfx11&vram24g", ["sl-1"]),
     ],
 )
-def test_wishes_become_features(wishes: slurm.Wishes, constraint: str, able: list[str]) -> None:
+def test_wishes_become_features(wishes: CardWishes, constraint: str, able: list[str]) -> None:
     assert slurm.plan_request(wishes, NODES) == (constraint, able)
 
 
@@ -72,7 +73,7 @@ def test_wishes_become_features(wishes: slurm.Wishes, constraint: str, able: lis
     ("wishes", "nodes", "gpus", "message"),
     [
         (
-            slurm.Wishes(gfx_family="rdna2", bf16=True),
+            CardWishes(gfx_family="rdna2", bf16=True),
             1,
             1,
             "no Slurm node satisfies rdna2, bf16 with 1 GPU(s): "
@@ -80,14 +81,14 @@ def test_wishes_become_features(wishes: slurm.Wishes, constraint: str, able: lis
             "sl-2 has gfx10,gfx1031,gfx103x,rdna2,vram12g, 1 GPU(s); "
             "sl-3 has bf16,gfx12,gfx1201,gfx120x,rdna4,vram16g, 1 GPU(s)",
         ),
-        (slurm.Wishes(), 4, 1, "--nodes 4: the Slurm lab has 3 node(s) (sl-1, sl-2, sl-3)"),
-        (slurm.Wishes(bf16=True), 3, 1, "--nodes 3: only 2 Slurm node(s) satisfy bf16 (sl-1, sl-3)"),
-        (slurm.Wishes(min_vram_gb=48), 1, 1, "no Slurm node satisfies min_vram_gb 48 with 1 GPU(s): "),
-        (slurm.Wishes(), 1, 2, "no Slurm node satisfies no wishes with 2 GPU(s): "),
+        (CardWishes(), 4, 1, "--nodes 4: the Slurm lab has 3 node(s) (sl-1, sl-2, sl-3)"),
+        (CardWishes(bf16=True), 3, 1, "--nodes 3: only 2 Slurm node(s) satisfy bf16 (sl-1, sl-3)"),
+        (CardWishes(min_vram_gb=48), 1, 1, "no Slurm node satisfies min_vram_gb 48 with 1 GPU(s): "),
+        (CardWishes(), 1, 2, "no Slurm node satisfies no wishes with 2 GPU(s): "),
     ],
 )
 def test_requests_no_node_can_take_are_refused_in_one_line(
-    wishes: slurm.Wishes, nodes: int, gpus: int, message: str
+    wishes: CardWishes, nodes: int, gpus: int, message: str
 ) -> None:
     with pytest.raises(slurm.SlurmError) as err:
         slurm.plan_request(wishes, NODES, node_count=nodes, gpus_per_node=gpus)
@@ -96,7 +97,7 @@ def test_requests_no_node_can_take_are_refused_in_one_line(
 
 def test_nodes_3_on_a_two_node_lab() -> None:
     with pytest.raises(slurm.SlurmError, match=r"^--nodes 3: the Slurm lab has 2 node\(s\) \(sl-1, sl-2\)$"):
-        slurm.plan_request(slurm.Wishes(), NODES[:2], node_count=3)
+        slurm.plan_request(CardWishes(), NODES[:2], node_count=3)
 
 
 # --- the sbatch script ---------------------------------------------------------------------------------
@@ -407,9 +408,7 @@ def test_two_nodes_are_planned_as_ranks_of_one_job_on_every_candidate(
     monkeypatch.setattr(
         apply, "load_checked", lambda *_a: (SimpleNamespace(radeonlab=SimpleNamespace(nodes=1)), [])
     )
-    monkeypatch.setattr(
-        apply, "needs_of", lambda *_a: SimpleNamespace(gfx_family=None, bf16=True, min_vram_gb=None)
-    )
+    monkeypatch.setattr(apply, "asks_of", lambda *_a: SimpleNamespace(card=CardWishes(bf16=True)))
     said: list[str] = []
     sp = apply.plan_slurm_job("demo.yaml", "inv.py", lab, nodes=2, say=said.append)
     [kw] = asked

@@ -17,7 +17,7 @@ EXAMPLES = HERE / "fixtures" / "llamafactory-v0.9.5" / "examples"
 
 def spec(tmp_path: Path, body: str) -> Path:
     path = tmp_path / "job.yaml"
-    path.write_text("model_name_or_path: m\ndo_predict: true\n" + body)
+    path.write_text("model_name_or_path: m\ndo_train: false\n" + body)  # trains nothing: no dataset needed
     return path
 
 

@@ -1,4 +1,7 @@
-"""`radeonlab check SPEC`: print `file:line: severity: message (fix: ...)` per problem; exit 1 on errors."""
+"""`radeonlab check SPEC`: print `file:line: severity: message (fix: ...)` per problem; exit 1 on errors.
+
+`--host H` also looks on host H for the folders the spec names that are not on the laptop (an absolute
+model_name_or_path or adapter folder: jobs/spec/paths.py), in one probe round trip, as submit does."""
 
 from __future__ import annotations
 
@@ -7,7 +10,9 @@ from pathlib import Path
 
 import click
 
+from radeonlab.cli.options import inventory_option, inventory_path
 from radeonlab.errors import shown
+from radeonlab.jobs.spec import paths
 from radeonlab.jobs.spec.checks import check_path
 from radeonlab.jobs.spec.needs import spec_need_lines
 from radeonlab.jobs.spec.problems import ERROR, INFO, Problem, has_errors
@@ -28,6 +33,8 @@ def model_problems(path: Path) -> list[Problem]:
     try:
         info = model.resolve(loaded)
     except ModelError as exc:
+        if paths.hub_cache_id(str(loaded.train.get("model_name_or_path"))):
+            return []  # a Hub cache folder not found here: check_path said so, with its Hub id
         return [Problem(str(path), line, str(exc), ERROR)]
     if info.offline:
         return [Problem(str(path), line, f"{info.name}: {info.note}", INFO)]
@@ -44,6 +51,25 @@ def model_problems(path: Path) -> list[Problem]:
     return []
 
 
+def host_answers(path: Path, inventory: str | None, host: str) -> paths.OnHost | None:
+    """What `host` holds of the spec's workstation folders (nothing asked when the spec names none)."""
+    from radeonlab.errors import SpecError
+    from radeonlab.jobs.fleet.inventory import get_host, load_inventory
+    from radeonlab.jobs.fleet.probe import read_host
+    from radeonlab.jobs.spec.load import load
+    from radeonlab.jobs.ssh.connection import connect
+
+    try:
+        wanted = paths.host_values(load(path))
+    except SpecError:
+        return None  # check_path says why
+    target = get_host(load_inventory(inventory_path(inventory)), host)
+    if not wanted:
+        return paths.OnHost(target.name, {})
+    with connect(target) as remote:
+        return paths.OnHost(target.name, read_host(remote, jobs="none", paths=wanted).paths)
+
+
 @click.command("check")
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="print the problems as a JSON list of objects")
@@ -53,10 +79,25 @@ def model_problems(path: Path) -> list[Problem]:
     help="read dataset_info.json and local datasets from this folder instead of the spec's dataset_dir",
 )
 @click.option("--no-hub", "hub_off", is_flag=True, help="do not ask the Hub about the spec's model")
-def command(spec: Path, as_json: bool, dataset_dir: Path | None, hub_off: bool) -> None:
+@click.option(
+    "--host",
+    metavar="HOST",
+    help="look on this host of the inventory for the folders the spec names that are not on this laptop "
+    "(an absolute model_name_or_path or adapter_name_or_path), as submit does",
+)
+@inventory_option
+def command(
+    spec: Path,
+    as_json: bool,
+    dataset_dir: Path | None,
+    hub_off: bool,
+    host: str | None,
+    inventory: str | None,
+) -> None:
     """Check a job spec (LLaMA-Factory keys and values, the radeonlab block, local datasets and files, and
     the Python packages it needs on the host)."""
-    problems = check_path(spec, dataset_dir=dataset_dir)
+    on_host = host_answers(spec, inventory, host) if host else None
+    problems = check_path(spec, dataset_dir=dataset_dir, on_host=on_host)
     problems += spec_need_lines(spec)  # no host here: what the job needs on one, as info lines
     if not hub_off:
         problems += model_problems(spec)

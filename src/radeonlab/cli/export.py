@@ -9,7 +9,15 @@ from pathlib import Path
 import click
 
 from radeonlab.cli.fetch import DEFAULT_RESULTS_DIR
-from radeonlab.cli.options import JOB_HELP, echo_json, inventory_path, job_options, json_option, say
+from radeonlab.cli.options import (
+    JOB_HELP,
+    echo_json,
+    inventory_path,
+    job_options,
+    json_option,
+    say,
+    to_dir_option,
+)
 
 
 @click.command("export", epilog=JOB_HELP)
@@ -23,13 +31,7 @@ from radeonlab.cli.options import JOB_HELP, echo_json, inventory_path, job_optio
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     help="with --quantize: a json/jsonl file whose rows have a `text` column",
 )
-@click.option(
-    "--to",
-    "to_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    metavar="DIR",
-    help="into DIR/JOB, as fetch (default: ./runs/JOB)",
-)
+@to_dir_option("into DIR/JOB, as fetch (default: ./runs/JOB)")
 @click.option("--no-fetch", is_flag=True, help="leave the export on the host")
 @json_option
 def command(

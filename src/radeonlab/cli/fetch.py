@@ -8,20 +8,14 @@ from pathlib import Path
 
 import click
 
-from radeonlab.cli.options import JOB_HELP, echo_json, inventory_path, job_options, json_option
+from radeonlab.cli.options import JOB_HELP, echo_json, inventory_path, job_options, json_option, to_dir_option
 
 DEFAULT_RESULTS_DIR = "runs"  # ./runs/<job id>; `--to DIR` is DIR/<job id> (two jobs never share a folder)
 
 
 @click.command("fetch", epilog=JOB_HELP)
 @job_options
-@click.option(
-    "--to",
-    "to_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    metavar="DIR",
-    help="into DIR/JOB (default: ./runs/JOB)",
-)
+@to_dir_option("into DIR/JOB (default: ./runs/JOB)")
 @click.option("--checkpoint", type=click.IntRange(min=1), help="the adapter of output/checkpoint-N instead")
 @click.option("--all", "everything", is_flag=True, help="the whole output folder (checkpoints included)")
 @click.option("--try", "prompt", help="generate an answer to PROMPT with the adapter, on the host")

@@ -50,16 +50,20 @@ def command() -> None:
 @limit_option
 @json_option
 def pull(model: str, revision: str | None, inventory: str | None, limit: str | None, as_json: bool) -> None:
-    """Download MODEL into the cache of every selected host, in parallel, with progress per host. The Hub is
-    asked from here first (unknown, gated without access: refused before any host downloads). Exit 1 when a
-    host failed."""
+    """Download MODEL into the cache of every selected host, with progress per host: from the Hub on one
+    host (the lab cache host when the inventory names one), copied from there to the others, each file
+    checked against the Hub's sha256 or ETag. The Hub is asked from here first (unknown, gated without
+    access: refused before any host downloads). Exit 1 when a host failed."""
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
     from radeonlab.errors import ModelError
+    from radeonlab.jobs.fleet import modelcopy
+    from radeonlab.jobs.fleet.inventory import load_inventory
     from radeonlab.jobs.fleet.probe import read_host, require_record
     from radeonlab.jobs.spec import hub
-    from radeonlab.jobs.ssh.group import each_host
+    from radeonlab.jobs.ssh.connection import connect
+    from radeonlab.jobs.ssh.group import HostResult, each_host
 
     inv, targets = _hosts(inventory, limit)
     token = hub.laptop_token()
@@ -74,7 +78,10 @@ def pull(model: str, revision: str | None, inventory: str | None, limit: str | N
     # so a job naming `main` finds the model in the cache when the Hub is down.
     named = revision or "main"
     pin = ["--revision", rev, *(["--ref", named] if named != rev else [])]
+    total = sum(f.size for f in answer.files) or None
+    files = modelcopy.hub_files(answer.files)
     lock = threading.Lock()
+    records: dict[str, Any] = {}
     bars = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -85,12 +92,12 @@ def pull(model: str, revision: str | None, inventory: str | None, limit: str | N
     )
 
     def one(remote: Any) -> dict[str, Any]:
+        """From the Hub, with the token (the only hosts that ever get it)."""
         record = require_record(read_host(remote, jobs="none"), inv)
         target = remote.target
         with lock:
-            task = bars.add_task(
-                target.name, total=answer.files and sum(f.size for f in answer.files) or None
-            )
+            records[target.name] = record
+            task = bars.add_task(target.name, total=total)
         python = f"{record.venv}/bin/python"
         last: dict[str, Any] = {}
         with remote.open_tool(
@@ -106,14 +113,50 @@ def pull(model: str, revision: str | None, inventory: str | None, limit: str | N
             raise ModelError(f"{target.name}: {last.get('message') or err or f'exit {code}'}")
         return last
 
+    def copied(remote: Any) -> dict[str, Any]:
+        """From the source host's cache; what the receiver refuses twice comes from the Hub after all."""
+        record = require_record(read_host(remote, jobs="none"), inv)
+        with lock:
+            task = bars.add_task(f"{remote.target.name} <- {source.name}", total=total)
+        with connect(source) as from_remote:
+            done = modelcopy.copy_model(
+                modelcopy.Side.of(from_remote, records[source.name]),
+                modelcopy.Side.of(remote, record),
+                model, rev, named, files, lambda n: bars.advance(task, n),
+            )  # fmt: skip
+        row = {"repo": model, "sha": rev, "fetched": 0, "copied": done["copied"], "from": source.name}
+        if done["refused"]:
+            row["refused"] = done["refused"]
+        return row if done["complete"] else {**row, **one(remote)}
+
+    source = modelcopy.pick_source(targets, load_inventory(inv))
+    fan_out = answer.answer is hub.Answer.HUB and all(f["etag"] for f in files)
     with bars:
-        results = each_host(targets, one, PULL_TIMEOUT_S)
+        if not fan_out:  # the laptop cannot check copies against the Hub: every host asks it, as before
+            results = each_host(targets, one, PULL_TIMEOUT_S)
+        else:
+            results = each_host([source], one, PULL_TIMEOUT_S)
+            rest = [t for t in targets if t.name != source.name]
+            if results[0].ok:
+                results += each_host(rest, copied, PULL_TIMEOUT_S)
+            else:
+                results += [HostResult(t.name, error=f"not copied: {source.name} failed") for t in rest]
     if as_json:
         echo_json([{"host": r.host, "error": r.error, **(r.value or {})} for r in results])
     else:
         for r in results:
-            click.echo(f"{r.host}: {r.error or f'{model}@{rev[:12]} in the cache'}")
+            click.echo(f"{r.host}: {r.error or _pulled_line(model, rev, r.value or {})}")
     raise SystemExit(0 if all(r.ok for r in results) else 1)
+
+
+def _pulled_line(model: str, rev: str, row: dict[str, Any]) -> str:
+    line = f"{model}@{rev[:12]} in the cache"
+    if row.get("from"):
+        line += f" (copied from {row['from']}: {row.get('copied', 0):,} bytes"
+        line += f", {row.get('fetched', 0):,} from the Hub)" if row.get("fetched") else ")"
+    for why in (row.get("refused") or {}).values():
+        line += f"; refused a copy: {why}"
+    return line
 
 
 @command.command("list")

@@ -19,8 +19,8 @@ def command(urls: tuple[str, ...], host: str, inventory: str | None, as_json: bo
     none given: the host's `radeonlab_notify` inventory data), as its jobs' notifications are sent. A URL
     typed here is in this shell's history and process list: the inventory default avoids both. Exit 1 when a
     URL did not take the message."""
-    from radeonlab.jobs.apply.notify import send_test
     from radeonlab.jobs.fleet.inventory import get_host, load_inventory
+    from radeonlab.jobs.track.notify_test import send_test
 
     inv = inventory_path(inventory)
     outcomes = send_test(get_host(load_inventory(inv), host), inv, list(urls))

@@ -92,6 +92,12 @@ def host_option(f: F) -> F:
     return click.option("--host", metavar="HOST", help="the host of the inventory to use")(f)
 
 
+def to_dir_option(help: str) -> Callable[[F], F]:
+    """--to DIR: where a job's files land on the laptop, always in DIR/JOB (fetch, export, tensorboard)."""
+    path = click.Path(file_okay=False, path_type=Path)
+    return click.option("--to", "to_dir", type=path, metavar="DIR", help=help)
+
+
 def json_option(f: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="print JSON for scripts instead of text")(f)
 

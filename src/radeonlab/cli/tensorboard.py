@@ -19,6 +19,7 @@ from radeonlab.cli.options import (
     inventory_option,
     inventory_path,
     json_option,
+    to_dir_option,
 )
 
 
@@ -26,12 +27,7 @@ from radeonlab.cli.options import (
 @click.argument("job_refs", nargs=-1, required=True, metavar="JOB...", shell_complete=complete_job)
 @inventory_option
 @host_option
-@click.option(
-    "--to",
-    "to_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="default: ./runs (one folder per job)",
-)
+@to_dir_option("default: ./runs (one folder per job)")
 @click.option("--port", type=click.IntRange(1, 65535), default=None, help="TensorBoard's port (6006)")
 @click.option("--serve", is_flag=True, help="run TensorBoard here after fetching (it must be installed)")
 @json_option

@@ -1,8 +1,9 @@
 """`radeonlab dashboard`: one web page for the lab, served from the laptop (docs/guide/dashboard.md).
 
-hub.py keeps the lab's state current over one SSH connection per host; model.py turns probes and job streams
-into what the page shows; app.py is the web side (Starlette + uvicorn); static/ holds the page, its script and
-style (the chart is plotly.js, shipped inside the plotly package: nothing is fetched from another site).
+poller.py keeps the lab's state current over one SSH connection per host; model.py turns probes and job
+streams into what the page shows; app.py is the web side (Starlette + uvicorn); static/ holds the page, its
+script and style (the chart is plotly.js, shipped inside the plotly package: nothing is fetched from another
+site).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def serve(
     import uvicorn
 
     from radeonlab.dashboard.app import create_app, host_names
-    from radeonlab.dashboard.hub import Lab
+    from radeonlab.dashboard.poller import Lab
 
     sock = socket.socket(socket.AF_INET6 if ":" in bind else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -16,7 +16,7 @@ this address (DNS rebinding) is then not "same origin" and gets neither the page
 lab. With a password (RADEONLAB_DASHBOARD_PASSWORD, required for --allow-cancel on a non-loopback bind) every
 route needs it too (HTTP Basic: the browser asks once).
 
-Everything reads `Lab` (radeonlab/dashboard/hub.py); no request ever waits on a host, except cancel.
+Everything reads `Lab` (radeonlab/dashboard/poller.py); no request ever waits on a host, except cancel.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from radeonlab.dashboard.hub import Lab
+from radeonlab.dashboard.poller import Lab
 from radeonlab.errors import RadeonlabError, one_line
 
 STATIC = resources.files("radeonlab.dashboard") / "static"

@@ -128,6 +128,9 @@ DECLARED_CHOICES: dict[str, str] = {
     "debian-provisioned": "Debian 12/13 provisioned for Radeon and Ryzen APUs, with a warning",
     # RHEL is in AMD's matrix; the role installs from apt repositories only and refuses it.
     "rhel-refused": "RHEL 10.2 / 9.8 refused (the role is apt-only)",
+    # The 7.13 selector's Instinct family packages (-gfx950, -gfx94x, -gfx90a, -gfx908): radeonlab provisions
+    # Radeon workstations and APUs; an Instinct host is served by the multi-arch layout's per-target package.
+    "instinct-no-family": "no per-family package for Instinct targets (multi-arch layout only)",
 }
 
 

@@ -1,5 +1,6 @@
-"""AMD's Python package facts as the SIMULATED wheel index needs them, read from amdworld/*.yaml (AMD's own
-documents, sources in amdworld/README.md): never from the product's tables (roles/...).
+"""AMD's facts as the SIMULATED AMD servers need them, read from amdworld/*.yaml (AMD's own documents, sources
+in amdworld/README.md): never from the product's tables (roles/...). The wheel index reads the Python package
+facts, the apt repository (aptrepo.py) the Core SDK's distros and meta packages.
 
 What the data does not give, the test bed chooses and says so here: the patch numbers of torch and
 torchvision (releases.yaml gives the series, "2.13"; the test bed serves 2.13.0, as AMD's examples name it).
@@ -81,3 +82,22 @@ def requires(package: str, version: str) -> list[str]:
     """A wheel's own requirements from the data (rocm-sdk-device-T: rocm-sdk-libraries==V)."""
     spec = load("python-packages.yaml")["packages"][package]
     return [req.replace("==V", f"=={version}") for req in spec.get("requires", [])]
+
+
+# --- the Core SDK's apt repositories (coresdk-packages.yaml) ----------------------------------------------
+
+
+def coresdk_distros() -> tuple[str, ...]:
+    """AMD's distribution directories of both Core SDK layouts: ubuntu2204 ... debian13."""
+    return tuple(load("coresdk-packages.yaml")["distros"])
+
+
+def coresdk_targets() -> tuple[str, ...]:
+    """The exact gfx targets with a per-target meta package amdrocm<series>-<gfx> (multi-arch layout)."""
+    return tuple(load("coresdk-packages.yaml")["per_target"]["targets"])
+
+
+def coresdk_families() -> dict[str, tuple[str, ...]]:
+    """Per-family meta packages amdrocm<series>-<family> -> the targets AMD's selector sends to each."""
+    packages = load("coresdk-packages.yaml")["per_family"]["packages"]
+    return {family: tuple(targets) for family, targets in packages.items()}

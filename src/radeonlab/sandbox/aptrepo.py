@@ -6,6 +6,11 @@ The tree mirrors AMD's URL layout so the product changes only its base URLs:
   rocm/packages/<distro>/dists/stable/...  rocm/packages/gpg/rocm.gpg    -- Core SDK, per-family layout
   rocm/packages-multi-arch/<distro>/dists/stable/...                      -- Core SDK, multi-arch layout
   (distros ubuntu2204/2404/2604, debian12/13; every Core SDK series of amdworld/releases.yaml side by side)
+The Core SDK's distros and meta package names are AMD's (amdworld/coresdk-packages.yaml, read by amddata.py),
+never the product's tables: a product mistake about AMD's package names then fails its tests. Both layouts
+serve the metas of both (per-family and per-target) for every series: AMD's documents list per-family packages
+for 7.13 and per-target ones for 7.14.x and 10.0 only, so serving all of them everywhere is this test bed's
+SIMULATED choice.
 Release files name AMD's origins (so the product's apt pins apply) and a Label saying they are simulated.
 They are signed with a throwaway key generated in a private GNUPGHOME under the state directory (never the
 machine's keyring). Built with dpkg-deb and gpg; the indexes are written here (no apt-utils needed).
@@ -26,8 +31,7 @@ from dataclasses import dataclass
 from email.utils import formatdate
 from pathlib import Path
 
-from radeonlab.roles.rocm import releases as amd_releases
-from radeonlab.sandbox import config
+from radeonlab.sandbox import amddata, config
 from radeonlab.sandbox.standins import catalog
 
 STAMP = "built.json"
@@ -116,12 +120,14 @@ def build_repo(
 
 
 def _inputs_digest(rocm_version: str, coresdk_versions: tuple[str, ...], fingerprint: str) -> str:
-    """Everything the tree depends on: this code, the stand-in payloads and recordings, the config data."""
+    """Everything the tree depends on: this code, the stand-in payloads and recordings, the config data and
+    AMD's facts (amdworld/*.yaml: a changed package list is a changed tree, so the stamp must change)."""
     digest = hashlib.sha256()
     sources = [
         Path(__file__),
         Path(config.__file__),
-        Path(amd_releases.__file__),
+        Path(amddata.__file__),
+        *sorted(amddata.AMDWORLD.glob("*.yaml")),
         *sorted(catalog.HERE.rglob("*")),
     ]
     for path in sources:
@@ -294,8 +300,8 @@ def _build_tree(
     ]
     # The Core SDK: both releases in one pool per layout; built once, then hard-linked into every distro
     # directory (each directory is its own apt repository with its own pool, as AMD's are).
-    sdk = [p for v in coresdk_versions for p in catalog.coresdk_standins(
-        v, tuple(amd_releases.FAMILY_PACKAGES), amd_releases.MULTI_ARCH_TARGETS)]  # fmt: skip
+    families, targets = amddata.coresdk_families(), amddata.coresdk_targets()
+    sdk = [p for v in coresdk_versions for p in catalog.coresdk_standins(v, families, targets)]
     first = amd / "rocm" / config.CORESDK_LAYOUT_DIRS["multi-arch"] / config.CORESDK_DISTROS[0]
     with ThreadPoolExecutor(max_workers=4) as pool:
         debs = list(pool.map(lambda pkg: _build_deb(pkg, first / "pool"), sdk))

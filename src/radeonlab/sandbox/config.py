@@ -65,8 +65,8 @@ AMDGPU_DKMS_VERSION = "1:6.16.13.30300000-{build}{suffix}"  # driver 6.16.13 see
 # (repo.amd.com/rocm/packages/<distro>) and per target (stable.repo.amd.com/rocm/core/packages/<distro>,
 # served here under packages-multi-arch/<distro>: the product takes each repository's URL from its settings).
 # Releases: every Core SDK series AMD lists (amdworld/releases.yaml, both its 10.x stream and the 7.14.x
-# legacy multi-arch one: here one pool per layout serves them all). Distros, families and targets are still
-# the product's own data (roles/rocm/releases.py).
+# legacy multi-arch one: here one pool per layout serves them all). Distros, families and targets are AMD's
+# too (amdworld/coresdk-packages.yaml, read by amddata.py), never the product's own tables.
 AMDWORLD_DIR = Path(__file__).parent / "amdworld"
 
 
@@ -78,7 +78,7 @@ def _amdworld_coresdk_series() -> tuple[str, ...]:
 
 
 CORESDK_VERSIONS = _amdworld_coresdk_series()  # ("7.14", "10.0", "10.1")
-CORESDK_DISTROS = ("ubuntu2204", "ubuntu2404", "ubuntu2604", "debian12", "debian13")
+CORESDK_DISTROS = tuple(yaml.safe_load((AMDWORLD_DIR / "coresdk-packages.yaml").read_text())["distros"])
 CORESDK_SUITE = "stable"
 CORESDK_LAYOUT_DIRS = {"family": "packages", "multi-arch": "packages-multi-arch"}
 

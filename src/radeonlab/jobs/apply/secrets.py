@@ -24,7 +24,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from radeonlab.jobs.host.notifier import ENV as NOTIFY_ENV
+from radeonlab.jobs.host.notify_messenger import ENV as NOTIFY_ENV
 from radeonlab.jobs.spec.tokens import secret_shape
 
 # Upper-cased names matching any of these are secrets (fnmatch patterns; data, not code).

@@ -38,7 +38,7 @@ from radeonlab.jobs.fleet.inventory import HostTarget
 from radeonlab.jobs.host.launcher import SLURM_TORCHRUN_KEYS
 from radeonlab.jobs.plan import slurm
 from radeonlab.jobs.plan.nodes import node_address
-from radeonlab.jobs.plan.placement import needs_of
+from radeonlab.jobs.plan.placement import asks_of
 from radeonlab.jobs.plan.plan import JobPlan, load_checked, plan_job
 from radeonlab.jobs.ssh.connection import Remote, connect
 from radeonlab.roles.slurm import plan as role_plan
@@ -124,8 +124,7 @@ def plan_slurm_job(
     """Ask Slurm which nodes exist and what they offer, refuse what none can run, plan the job on each
     node that satisfies its wishes (the same job id everywhere)."""
     spec, _ = load_checked(spec_path, overrides)
-    needs = needs_of(spec, None)
-    wishes = slurm.Wishes(needs.gfx_family, needs.bf16, needs.min_vram_gb)
+    wishes = asks_of(spec, None).card
     count = nodes or spec.radeonlab.nodes
     gpus_per_node = 1  # one GPU per node and job (docs/guide/slurm.md): what the lab's single-card nodes hold
     with connect(lab.controller) as ctl:

@@ -23,6 +23,7 @@ from radeonlab.contract.jobdir import FILES
 from radeonlab.contract.records import StateRecord
 from radeonlab.errors import RadeonlabError
 from radeonlab.jobs.fleet import store
+from radeonlab.jobs.fleet.modelcopy import from_peers
 from radeonlab.jobs.plan.plan import Clock, JobPlan, NodePlan
 from radeonlab.jobs.ssh import hostcode
 from radeonlab.jobs.ssh.connection import SETTINGS as SSH_SETTINGS
@@ -131,6 +132,12 @@ def apply_plan(plan: JobPlan, *, progress_bar: ProgressBar = no_progress, say: S
     """Upload, stage and start the planned job on its host(s); returns once it started (or was refused)."""
     single = len(plan.nodes) == 1
     clock = Clock()
+    for node in plan.nodes:  # a Hub model another host holds is copied from there, not downloaded again
+        if not node.env.get("HF_HUB_OFFLINE") and from_peers(
+            plan.model, node.connection, node.record, plan.peers, say
+        ):
+            node.env["HF_HUB_OFFLINE"] = "1"
+    clock.lap("model from a peer")
     reports = [upload(node, progress_bar, say) for node in plan.nodes]
     clock.lap("upload")
     states = [run_stage(node, stage_request(plan, node, launch=single)) for node in plan.nodes]

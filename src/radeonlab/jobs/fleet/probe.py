@@ -42,6 +42,7 @@ class HostView:
     seconds: float | None = None
     slurm: str = ""  # what Slurm says of the host (jobs/fleet/slurm.py), in a Slurm lab
     slurm_pending: frozenset[str] = frozenset()  # job ids Slurm holds pending (staged here, not started)
+    paths: dict[str, dict[str, Any]] = field(default_factory=dict)  # read_host(paths=...): what each is here
 
     @property
     def provisioned(self) -> bool:
@@ -132,6 +133,7 @@ def parse_probe(name: str, data: Mapping[str, Any]) -> HostView:
     view = HostView(name, raw_record=raw, note=str(data.get("record_error") or ""))
     view.gpus = [GpuReading(**g) for g in data.get("gpus") or []]
     view.jobs = list(data.get("jobs") or [])
+    view.paths = dict(data.get("paths") or {})
     if data.get("jobs_error"):
         view.error = f"jobs folder: {data['jobs_error']}"
     if raw is None:
@@ -154,9 +156,12 @@ def parse_probe(name: str, data: Mapping[str, Any]) -> HostView:
     return view
 
 
-def read_host(remote: Remote, jobs: str = "summary", ids: Sequence[str] | None = None) -> HostView:
-    """One round trip: the probe tool's answer as a HostView."""
+def read_host(
+    remote: Remote, jobs: str = "summary", ids: Sequence[str] | None = None, paths: Sequence[str] = ()
+) -> HostView:
+    """One round trip: the probe tool's answer as a HostView (paths: folders to look at, view.paths)."""
     args = ["--jobs", jobs] + (["--ids", ",".join(ids)] if ids else [])
+    args += [a for p in paths for a in ("--path", p)]
     view = parse_probe(remote.target.name, remote.tool("probe", args).last_json())
     return view
 

@@ -7,4 +7,4 @@ import the training stack (transformers, peft, huggingface_hub, apprise, llamafa
 training venv's python.
 """
 
-VENV_TOOLS = frozenset({"tryout", "models", "notify", "export", "chat"})
+VENV_TOOLS = frozenset({"tryout", "models", "modelpeer", "notify_send", "export", "chat"})

@@ -1,9 +1,12 @@
 """What a workstation says about itself, in one round trip: its host record, GPU readings, and its jobs.
 
-    python3 -m radeonlab.jobs.host.probe [--record PATH] [--jobs none|summary|full] [--ids ID,ID]
+    python3 -m radeonlab.jobs.host.probe [--record PATH] [--jobs none|summary|full] [--ids ID,ID] [--path P]
 
 Prints one JSON object: {"record": <host.json object> | null, "record_error": "...", "gpus": [readings],
-"jobs": [...]}. `summary` jobs carry what fleet and placement need (id, state, alive, gpus, created_at, name,
+"jobs": [...], "paths": {P: {"kind": "folder"|"file"|"missing"|"other", "names": [...], "error": "..."}}}.
+`--path` (repeatable) asks about folders a spec names on this host (a model folder at /data/...): what is
+there, and the names of a folder's files (not its subfolders; the laptop decides whether it is a model).
+`summary` jobs carry what fleet and placement need (id, state, alive, gpus, created_at, name,
 rank); `full` adds the whole job.json, the last logged step and loss of its trainer log and how long it has
 run (for `radeonlab list` and the job handle). Used by `radeonlab fleet`, placement, `list` and the job
 handle; the one place the laptop's view of a host comes from. Stdlib only.
@@ -27,6 +30,7 @@ from radeonlab.jobs.host.readings import read_local_gpus
 # The end of trainer_log.jsonl read for the latest step: a line is a few hundred bytes, so this holds the
 # last several (the first line read may be cut; it is skipped).
 LOG_TAIL_BYTES = 16384
+MAX_NAMES = 2000  # file names listed per asked folder (a model folder has tens)
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # state.json's started_at / ended_at (jobs/host/process.py now())
 
 
@@ -92,7 +96,23 @@ def job_summary(item: dict, full: bool, jobs_dir: str = "") -> dict:
     return out
 
 
-def probe(record_path: str, jobs: str, ids: list[str] | None, sysfs_root: str = "/sys") -> dict:
+def path_answer(path: str) -> dict:
+    """What `path` is on this host, as the user the probe runs as sees it (stat, then one listdir)."""
+    try:
+        if not os.path.exists(path):
+            return {"kind": "missing"}
+        if not os.path.isdir(path):
+            return {"kind": "file" if os.path.isfile(path) else "other"}
+        with os.scandir(path) as entries:
+            names = sorted(e.name for e in entries if e.is_file())
+    except OSError as e:
+        return {"kind": "other", "error": e.strerror or type(e).__name__}
+    return {"kind": "folder", "names": names[:MAX_NAMES]}
+
+
+def probe(
+    record_path: str, jobs: str, ids: list[str] | None, sysfs_root: str = "/sys", paths: list | None = None
+) -> dict:
     record, problem = read_record(record_path)
     gpus = read_local_gpus(sysfs_root, (record or {}).get("gpus") or [])  # amd-smi when installed
     out: dict = {"record": record, "record_error": problem, "gpus": [asdict(g) for g in gpus], "jobs": []}
@@ -102,6 +122,8 @@ def probe(record_path: str, jobs: str, ids: list[str] | None, sysfs_root: str = 
             out["jobs"] = [job_summary(j, jobs == "full", jobs_dir) for j in scan(jobs_dir, ids)]
         except OSError as e:
             out["jobs_error"] = f"{type(e).__name__}: {e}"
+    if paths:
+        out["paths"] = {p: path_answer(p) for p in paths}
     return out
 
 
@@ -110,9 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record", default=HOST_RECORD_PATH)
     parser.add_argument("--jobs", choices=("none", "summary", "full"), default="summary")
     parser.add_argument("--ids", help="comma-separated job ids (default: every job)")
+    parser.add_argument("--path", action="append", default=[], help="a folder to look at (repeatable)")
     args = parser.parse_args(argv)
     ids = [i for i in (args.ids or "").split(",") if i] or None
-    print(json.dumps(probe(args.record, args.jobs, ids)))
+    print(json.dumps(probe(args.record, args.jobs, ids, paths=args.path)))
     return 0
 
 

@@ -14,7 +14,7 @@ keys it changes, or None when it cannot apply (the batch is already 1, the learn
           The change is an environment variable: its key starts with ENV_PREFIX ("env:"), and the supervisor
           takes it out of the config into the training process's environment (env_changes()).
 
-The spec's `radeonlab: remedies:` (radeonlab.jobs.spec.load.Remedy) turns a ladder off (`gpu_reset: off`)
+The spec's `radeonlab: remedies:` (radeonlab.contract.remedy.Remedy) turns a ladder off (`gpu_reset: off`)
 or replaces its steps (`nan: [adamw_torch]`); any STEPS name may be used, e.g. the extra `halve_cutoff`.
 
 Resuming: LLaMA-Factory resumes the optimizer and LR scheduler state from checkpoint-N/optimizer.pt and
@@ -33,14 +33,11 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from radeonlab.contract.records import Attempt as AttemptRecord
+from radeonlab.contract.remedy import Remedy
 from radeonlab.jobs.host.health import Diagnosis, Kind
-
-# jobs.spec.load needs jinja2/yaml: the host-side supervisor passes look-alikes (enabled, steps)
-if TYPE_CHECKING:
-    from radeonlab.jobs.spec.load import Remedy
 
 # The values the steps move to, and the limits: the one place they are set.
 SETTINGS: dict[str, Any] = {

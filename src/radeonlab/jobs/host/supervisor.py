@@ -28,13 +28,13 @@ import signal
 import subprocess
 import time
 from dataclasses import replace
-from types import SimpleNamespace
 from typing import Any
 
 from radeonlab.contract.jobdir import FILES, read_json, start_time, write_json_atomic
 from radeonlab.contract.records import Attempt, JobRecord
+from radeonlab.contract.remedy import Remedy
 from radeonlab.contract.state import EndReason, JobState
-from radeonlab.jobs.host import health, metrics, notifier, remedies
+from radeonlab.jobs.host import health, metrics, notify_messenger, remedies
 from radeonlab.jobs.host.process import NO_ADAPTER, StateFile, has_result, now, start_training, stop_group
 
 SUPERVISE: dict[str, float] = {
@@ -113,7 +113,8 @@ class Supervisor:
         self.output = self.path(OUTPUT)
         self.child: subprocess.Popen | None = None
         self.signalled: int | None = None
-        self.notifier = notifier.Notifier.for_job(job_dir, self.job, self.env, argv[0])  # takes the URLs
+        # the messenger takes the URLs out of the training environment
+        self.notifier = notify_messenger.Notifier.for_job(job_dir, self.job, self.env, argv[0])
 
     def path(self, *names: str) -> str:
         return os.path.join(self.dir, *names)
@@ -134,10 +135,10 @@ class Supervisor:
         self.notifier.finished(end, reason, attempt.n if attempt else None)  # queued, then the pipe closes
         return self.states.finish(end, reason, exit_code, attempt=attempt.n if attempt else None, **ids)
 
-    def spec_remedies(self) -> dict[str, Any]:
-        """The spec's switches (job.json "remedies") as the objects remedies.next_attempt reads."""
+    def spec_remedies(self) -> dict[str, Remedy]:
+        """The spec's switches (job.json "remedies"), typed as the spec reader made them."""
         return {
-            name: SimpleNamespace(enabled=bool(r.get("enabled", True)), steps=list(r.get("steps") or []))
+            name: Remedy(enabled=bool(r.get("enabled", True)), steps=list(r.get("steps") or []))
             for name, r in (self.job.remedies or {}).items()
         }
 
@@ -247,7 +248,7 @@ class Supervisor:
         return None
 
     def notify(self, event: str, **fields: object) -> None:
-        """Tell the job's notification URLs (jobs/host/notifier.py); never waits, never fails the job."""
+        """Tell the job's notification URLs (jobs/host/notify_messenger.py); never waits or fails the job."""
         self.notifier.send(event, **fields)
 
     def cancelled(self) -> bool:

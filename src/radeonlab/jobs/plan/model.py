@@ -20,24 +20,11 @@ from radeonlab.errors import ModelError
 from radeonlab.jobs.fleet.inventory import HostTarget
 from radeonlab.jobs.spec import hub
 from radeonlab.jobs.spec.load import Spec
+from radeonlab.jobs.spec.paths import MODEL, host_paths, model_folder_problem
+
+__all__ = ["ModelInfo", "model_folder_problem", "resolve", "upload_files"]
 
 ENDPOINT_KEY = "radeonlab_hf_endpoint"  # host data: the Hub (or a lab mirror) jobs and the laptop ask
-# What makes a local folder a model (transformers' save_pretrained: config.json and the weights, whole or
-# sharded): anything else named as model_name_or_path is refused, never uploaded (a home folder named by
-# mistake would ship its dotfiles).
-MODEL_CONFIG = "config.json"
-WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin", "*.gguf")
-
-
-def model_folder_problem(folder: Path, files: list[Path]) -> str | None:
-    """Why `folder` is not a model folder (None: it is)."""
-    names = {p.name for p in files}
-    missing = [MODEL_CONFIG] if MODEL_CONFIG not in names else []
-    if not any(p.match(pattern) for p in files for pattern in WEIGHT_PATTERNS):
-        missing.append(f"weights ({', '.join(WEIGHT_PATTERNS)})")
-    if not missing:
-        return None
-    return f"{folder} is not a model folder: no {' and no '.join(missing)}; nothing of it is uploaded"
 
 
 def upload_files(folder: Path) -> list[Path]:
@@ -59,10 +46,12 @@ class ModelInfo:
     offline: bool = False  # the Hub was unreachable: only a host whose cache has it can run the job
     size: int = 0  # bytes of the revision's files (Hub)
     note: str = ""  # why there is no config (the estimate is skipped, with this reason)
+    hub_files: tuple[hub.RepoFile, ...] = ()  # the Hub's files and ETags: a copy from a peer is checked
+    host_dir: str | None = None  # an absolute folder not here: the workstation's (jobs/spec/paths.py)
 
     @property
     def hub(self) -> bool:
-        return self.local_dir is None
+        return self.local_dir is None and self.host_dir is None
 
     def record(self) -> dict[str, Any]:
         """job.json `model`: what the adapter was trained on."""
@@ -70,7 +59,8 @@ class ModelInfo:
             "name": self.name,
             "revision": self.revision,
             "sha": self.sha,
-            "local": not self.hub,
+            "local": not self.hub,  # the host's supervisor pulls only what is not local (a Hub model)
+            **({"host_dir": self.host_dir} if self.host_dir else {}),  # used where it is, on the host
             "endpoint": self.endpoint,
         }
 
@@ -96,6 +86,9 @@ def resolve(spec: Spec, endpoint: str | None = None, environ: Mapping[str, str] 
     env = os.environ if environ is None else environ
     name = str(spec.train.get("model_name_or_path") or "")
     revision = spec.train.get("model_revision")
+    if any(h.kind == MODEL for h in host_paths(spec.train, spec.base_dir)):  # looked up on the host by plan
+        note = f"VRAM estimate skipped: {name} is on the workstation, not read from here"
+        return ModelInfo(name, None, None, revision, note=note, host_dir=name)
     answer = hub.resolve_model(
         name, revision=revision, base_dir=spec.base_dir, endpoint=endpoint, environ=env
     )
@@ -120,6 +113,7 @@ def resolve(spec: Spec, endpoint: str | None = None, environ: Mapping[str, str] 
             endpoint=endpoint,
             size=sum(f.size for f in answer.files),
             note=note,
+            hub_files=answer.files,
         )
     if answer.answer is hub.Answer.UNREACHABLE:
         note = f"VRAM estimate skipped: the Hub is unreachable ({answer.message})"

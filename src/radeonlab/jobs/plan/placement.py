@@ -1,9 +1,9 @@
-"""Where a job runs when `submit` is not told: every host judged against the job's needs, the best one chosen.
+"""Where a job runs when `submit` is not told: every host judged against what the job asks, the best chosen.
 
-Pure logic (`needs_of`, `judge`, `choose`) over what one probe learns from each host (jobs/fleet/probe.py:
+Pure logic (`asks_of`, `judge`, `choose`) over what one probe learns from each host (jobs/fleet/probe.py:
 the same parallel, one-round-trip-per-host read as `radeonlab fleet`). A host is accepted when it is in the
 placement's host group, reachable, provisioned (host record present, current schema, cards unchanged) and
-its card meets the job's needs:
+its card meets what the job asks:
 
 - the spec's `radeonlab.placement`: gfx family (`gfx110x`, `gfx120x`, `gfx11`, an exact `gfx1100`, or a
   family name such as `RDNA3`) and `min_vram_gb` (decimal GB, as cards are sold: a "24 GB" RX 7900 XTX
@@ -29,33 +29,34 @@ from radeonlab.jobs.fleet.inventory import HostTarget
 from radeonlab.jobs.fleet.probe import CPU_SLOT, FLEET_DEFAULTS, HostView, probe_hosts
 from radeonlab.jobs.plan.estimate import EstimateError, estimate, fits
 from radeonlab.jobs.plan.render import PRECISION_KEYS, choose_precision
+from radeonlab.jobs.plan.wishes import CardWishes
 from radeonlab.jobs.spec.load import Spec
 
 RULE = "hosts with a card first, then shortest queue, most free memory, name"
 
 
 @dataclass(frozen=True)
-class Needs:
-    """What the job asks of a host, from its spec."""
+class Asks:
+    """What the job asks of a host, from its spec ("needs" are packages: jobs/spec/needs.py)."""
 
     train: Mapping[str, Any] = field(default_factory=dict)
     host_group: str | None = None
-    gfx_family: str | None = None
-    min_vram_gb: float | None = None
-    bf16: bool = False  # forced by the spec
+    card: CardWishes = CardWishes()
     model_config: Mapping[str, Any] | None = None  # the model's config.json, when known
     no_estimate: str = ""  # why there is no VRAM estimate (model_config is None)
 
 
-def needs_of(spec: Spec, model_config: Mapping[str, Any] | None, no_estimate: str = "") -> Needs:
-    """The job's needs; `model_config` is the model's config.json (jobs/plan/model.py finds it)."""
+def asks_of(spec: Spec, model_config: Mapping[str, Any] | None, no_estimate: str = "") -> Asks:
+    """What the job asks; `model_config` is the model's config.json (jobs/plan/model.py finds it)."""
     placement = spec.radeonlab.placement
-    return Needs(
+    return Asks(
         train=dict(spec.train),
         host_group=placement.host_group,
-        gfx_family=placement.gfx_family,
-        min_vram_gb=placement.min_vram_gb,
-        bf16=spec.train.get("bf16") is True or spec.train.get("pure_bf16") is True,
+        card=CardWishes(
+            gfx_family=placement.gfx_family,
+            bf16=spec.train.get("bf16") is True or spec.train.get("pure_bf16") is True,
+            min_vram_gb=placement.min_vram_gb,
+        ),
         model_config=model_config,
         no_estimate=no_estimate,
     )
@@ -88,15 +89,15 @@ def gfx_matches(wanted: str, gpu: GpuRecord) -> bool:
     return want == str(gpu.family or "").lower()
 
 
-def card_problems(needs: Needs, cards: Sequence[GpuRecord]) -> list[str]:
+def card_problems(asks: Asks, cards: Sequence[GpuRecord]) -> list[str]:
     """Why these cards cannot take the job, by the spec's explicit wishes (gfx family, min VRAM, bf16)."""
     if not cards:
         wishes = [
             w
             for w, on in (
-                ("gfx_family", needs.gfx_family),
-                ("min_vram_gb", needs.min_vram_gb),
-                ("bf16", needs.bf16),
+                ("gfx_family", asks.card.gfx_family),
+                ("min_vram_gb", asks.card.min_vram_gb),
+                ("bf16", asks.card.bf16),
             )
             if on
         ]
@@ -104,14 +105,14 @@ def card_problems(needs: Needs, cards: Sequence[GpuRecord]) -> list[str]:
     problems = []
     for card in cards:
         total = card.memory
-        if needs.gfx_family and not gfx_matches(needs.gfx_family, card):
-            problems.append(f"{card.label()} is not {needs.gfx_family}")
-        if needs.min_vram_gb and total < needs.min_vram_gb * GB:
+        if asks.card.gfx_family and not gfx_matches(asks.card.gfx_family, card):
+            problems.append(f"{card.label()} is not {asks.card.gfx_family}")
+        if asks.card.min_vram_gb and total < asks.card.min_vram_gb * GB:
             problems.append(
                 f"{card.label()} has {total / GB:.1f} GB ({total / GIB:.1f} GiB) of memory, "
-                f"placement min_vram_gb is {needs.min_vram_gb:g} GB"
+                f"placement min_vram_gb is {asks.card.min_vram_gb:g} GB"
             )
-        if needs.bf16 and not card.bf16:
+        if asks.card.bf16 and not card.bf16:
             problems.append(f"{card.label()} has no bf16 and the spec forces bf16")
     return problems
 
@@ -139,18 +140,18 @@ def free_memory(view: HostView, card: GpuRecord) -> int:
     return max(0, card.memory - int(used or 0))
 
 
-def judge(view: HostView, target: HostTarget, needs: Needs) -> Decision:
+def judge(view: HostView, target: HostTarget, asks: Asks) -> Decision:
     """Accept or reject one host, with the reason."""
     name = view.name
-    if needs.host_group and needs.host_group not in target.groups and needs.host_group != name:
-        return Decision(name, False, f"not in host group {needs.host_group}")
+    if asks.host_group and asks.host_group not in target.groups and asks.host_group != name:
+        return Decision(name, False, f"not in host group {asks.host_group}")
     if not view.reachable:
         return Decision(name, False, f"unreachable ({view.error})")
     if view.record is None:
         return Decision(name, False, f"not provisioned ({view.note or 'no host record'})")
     record = view.record
     cards = record.training_gpus()
-    problems = card_problems(needs, cards)
+    problems = card_problems(asks, cards)
     if problems:
         return Decision(name, False, "; ".join(problems))
     slot = str(cards[0].index) if cards else CPU_SLOT
@@ -167,11 +168,11 @@ def judge(view: HostView, target: HostTarget, needs: Needs) -> Decision:
     where = f"GPU {slot} {card.name or '?'}"
     free = free_memory(view, card)
     facts = [f"queue {queue}", f"{free / GIB:.1f} GiB free"]
-    if needs.model_config is None:
-        facts.append(needs.no_estimate or "VRAM estimate skipped: no model config.json")
+    if asks.model_config is None:
+        facts.append(asks.no_estimate or "VRAM estimate skipped: no model config.json")
     else:
         try:
-            verdict = fits(estimate(needs.model_config, estimate_train(needs.train, record, cards)), free)
+            verdict = fits(estimate(asks.model_config, estimate_train(asks.train, record, cards)), free)
         except EstimateError as exc:
             facts.append(f"VRAM estimate skipped: {exc}")
         else:
@@ -182,12 +183,12 @@ def judge(view: HostView, target: HostTarget, needs: Needs) -> Decision:
 
 
 def choose(
-    views: Iterable[HostView], targets: Mapping[str, HostTarget], needs: Needs, count: int = 1
+    views: Iterable[HostView], targets: Mapping[str, HostTarget], asks: Asks, count: int = 1
 ) -> tuple[list[str], list[Decision]]:
     """The `count` best hosts (best first) and every host's decision (inventory order).
 
     Raises PlacementError, carrying the decisions, when fewer than `count` hosts fit."""
-    decisions = [judge(v, targets[v.name], needs) for v in views]
+    decisions = [judge(v, targets[v.name], asks) for v in views]
     accepted = sorted((d for d in decisions if d.accepted), key=Decision.rank_key)
     if len(accepted) < count:
         what = (
@@ -200,7 +201,7 @@ def choose(
 
 def place(
     targets: Mapping[str, HostTarget],
-    needs: Needs,
+    asks: Asks,
     count: int = 1,
     say: Callable[[str], None] = print,
     timeout: float = FLEET_DEFAULTS["timeout_s"],
@@ -208,13 +209,11 @@ def place(
     """Probe, judge, print one line per host and the choice; the chosen targets (best first) and why.
 
     Hosts outside the placement's host group are judged without being contacted."""
-    in_group = [
-        t for t in targets.values() if not needs.host_group or needs.host_group in (*t.groups, t.name)
-    ]
+    in_group = [t for t in targets.values() if not asks.host_group or asks.host_group in (*t.groups, t.name)]
     probed = {v.name: v for v in probe_hosts(in_group, timeout)}
     views = [probed.get(n) or HostView(n) for n in targets]
     try:
-        chosen, decisions = choose(views, targets, needs, count)
+        chosen, decisions = choose(views, targets, asks, count)
     except PlacementError as exc:
         for d in exc.decisions:
             say(f"placement: {d.line()}")

@@ -23,14 +23,7 @@ from typing import Any
 from radeonlab.contract.jobdir import JobDir
 from radeonlab.contract.jobid import new_job_id
 from radeonlab.contract.records import Attempt, GpuRecord, HostRecord, JobRecord
-from radeonlab.errors import (
-    ChecksFailedError,
-    InputError,
-    InventoryError,
-    ModelError,
-    PlacementError,
-    shown,
-)
+from radeonlab.errors import ChecksFailedError, InputError, InventoryError, ModelError, PlacementError, shown
 from radeonlab.jobs.apply import secrets
 from radeonlab.jobs.fleet.inventory import HostTarget, get_host, load_inventory
 from radeonlab.jobs.fleet.probe import CPU_SLOT, HostView, read_host, require_record
@@ -38,12 +31,13 @@ from radeonlab.jobs.host.remedies import STEP_KEYS
 from radeonlab.jobs.plan import model as model_module
 from radeonlab.jobs.plan import nodes as nodes_module
 from radeonlab.jobs.plan import preflight
-from radeonlab.jobs.plan.placement import card_problems, estimate_train, free_memory, needs_of, place
+from radeonlab.jobs.plan.placement import Asks, asks_of, card_problems, estimate_train, free_memory, place
 from radeonlab.jobs.plan.render import Rendered, render
 from radeonlab.jobs.plan.uploads import Upload, local_dataset_info, uploads_of
 from radeonlab.jobs.spec import files as config_files
 from radeonlab.jobs.spec import hub, kinds, lf_args
 from radeonlab.jobs.spec import needs as needs_module
+from radeonlab.jobs.spec import paths as spec_paths
 from radeonlab.jobs.spec.checks import check_spec
 from radeonlab.jobs.spec.load import Spec, load, with_overrides
 from radeonlab.jobs.spec.problems import ERROR, Problem, name_overrides
@@ -109,6 +103,7 @@ class JobPlan:
     allow_shared: bool = False
     placement: list[str] = field(default_factory=list)  # the lines placement printed
     timings: dict[str, float] = field(default_factory=dict)  # seconds per planning phase (submit --verbose)
+    peers: list[HostTarget] = field(default_factory=list, repr=False)  # hosts a Hub model may be copied from
     _secrets: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
@@ -276,7 +271,7 @@ def cached_model_env(remote: Remote, record: HostRecord, model: model_module.Mod
 
 
 def choose_targets(
-    targets: dict[str, HostTarget], wanted: str | None, spec: Spec, needs: Any, count: int, say: Say
+    targets: dict[str, HostTarget], wanted: str | None, spec: Spec, asks: Asks, count: int, say: Say
 ) -> tuple[list[HostTarget], list[str], list[str]]:
     """(targets, why each, placement's lines): named with --host / the spec, else placement's best."""
     if wanted:
@@ -288,7 +283,7 @@ def choose_targets(
         lines.append(line)
         say(line)
 
-    chosen, decisions = place(targets, needs, count, say=tell)
+    chosen, decisions = place(targets, asks, count, say=tell)
     why = {d.host: d.reason for d in decisions}
     return chosen, [f"placement: {why[t.name]}" for t in chosen], lines
 
@@ -322,8 +317,8 @@ def plan_job(
     env_in = os.environ if environ is None else environ
     model = model_module.resolve(spec, model_module.endpoint_of(targets, env_in), env_in)
     clock.lap("model")
-    needs = needs_of(spec, model.config, model.note)
-    chosen, placed, lines = choose_targets(targets, host or spec.radeonlab.host, spec, needs, count, say)
+    asks = asks_of(spec, model.config, model.note)
+    chosen, placed, lines = choose_targets(targets, host or spec.radeonlab.host, spec, asks, count, say)
     clock.lap("placement")
     info = local_dataset_info(spec) or {}
     uploads = uploads_of(spec, model, info)
@@ -346,16 +341,18 @@ def plan_job(
         sorted(secret),
         allow_shared=allow_shared,
         placement=lines,
+        peers=list(targets.values()),
         _secrets=secret,  # by name: a field added before it (timings) must not swallow the secrets
     )
     with contextlib.ExitStack() as opened:  # on any refusal below, every connection opened so far closes
         remotes = [opened.enter_context(connect(t)) for t in chosen]
         clock.lap("connect")
-        views = [read_host(r) for r in remotes]
+        views = [read_host(r, paths=spec_paths.host_values(spec)) for r in remotes]  # one round trip
         clock.lap("host record")
         records = [require_record(v, str(inventory)) for v in views]
+        spec_paths.refuse_missing(spec, views, say)  # the spec's workstation folders must be there
         for record in records:
-            problems_here = card_problems(needs, record.training_gpus())
+            problems_here = card_problems(asks, record.training_gpus())
             if problems_here:
                 raise PlacementError(f"{record.host}: {'; '.join(problems_here)}")
             limits_problem = limit_problem(spec, record)

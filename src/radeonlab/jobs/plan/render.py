@@ -19,6 +19,7 @@ from radeonlab.contract.jobdir import JobDir
 from radeonlab.contract.records import GpuRecord, HostRecord
 from radeonlab.errors import RenderError
 from radeonlab.jobs.spec.load import Spec
+from radeonlab.jobs.spec.paths import local_path
 
 PRECISION_KEYS = ("bf16", "fp16", "pure_bf16")
 # Keys radeonlab always sets, whatever the spec says, and why (the reason goes into the YAML header).
@@ -182,5 +183,5 @@ def local_model_dir(spec: Spec) -> str | None:
     value = spec.train.get("model_name_or_path")
     if not isinstance(value, str) or not value:
         return None
-    candidate = (spec.base_dir / value).expanduser()
-    return str(candidate.resolve()) if candidate.is_dir() else None
+    candidate = local_path(spec.base_dir, value)
+    return str(candidate) if candidate.is_dir() else None

@@ -25,6 +25,7 @@ from radeonlab.contract.records import GIB
 from radeonlab.contract.state import JobState
 from radeonlab.errors import InputError
 from radeonlab.jobs.host.launcher import SLURM_NODES_ENV
+from radeonlab.jobs.plan.wishes import CardWishes
 
 MASTER_PORT = 29500  # torchrun's rendezvous port on rank 0 (as radeonlab_master_port)
 # Multi-node jobs add SLURM_JOB_ID % PORT_SPAN to the master port, so two jobs whose rank 0 shares a
@@ -119,20 +120,6 @@ def parse_sinfo(text: str) -> list[SlurmNode]:
 # ----------------------------------------------------------------------------------- wishes -> constraint
 
 
-@dataclass(frozen=True)
-class Wishes:
-    """A spec's placement wishes (radeonlab.placement + a forced bf16), as placement reads them."""
-
-    gfx_family: str | None = None  # gfx110x, gfx11, gfx1100, RDNA3
-    bf16: bool = False
-    min_vram_gb: float | None = None  # decimal GB, as cards are sold
-
-    def describe(self) -> str:
-        parts = [self.gfx_family or "", "bf16" if self.bf16 else ""]
-        parts.append(f"min_vram_gb {self.min_vram_gb:g}" if self.min_vram_gb else "")
-        return ", ".join(p for p in parts if p) or "no wishes"
-
-
 def _gfx_feature(wanted: str) -> str:
     """The node feature a gfx wish names: gfx110x/gfx11/gfx1100 as they are, RDNA3.5 -> rdna3_5."""
     want = wanted.strip().lower()
@@ -146,7 +133,7 @@ def _vram_features(min_vram_gb: float, offered: Iterable[str]) -> list[str]:
     return [f"vram{n}g" for n in sizes if (n - 0.5) * GIB >= min_vram_gb * GB]
 
 
-def constraint_terms(wishes: Wishes, nodes: Sequence[SlurmNode]) -> list[str]:
+def constraint_terms(wishes: CardWishes, nodes: Sequence[SlurmNode]) -> list[str]:
     """The terms ANDed into --constraint: a feature, or a (a|b) group for the VRAM floor."""
     terms = []
     if wishes.gfx_family:
@@ -164,7 +151,7 @@ def _satisfies(node: SlurmNode, terms: Sequence[str]) -> bool:
 
 
 def plan_request(
-    wishes: Wishes, nodes: Sequence[SlurmNode], node_count: int = 1, gpus_per_node: int = 1
+    wishes: CardWishes, nodes: Sequence[SlurmNode], node_count: int = 1, gpus_per_node: int = 1
 ) -> tuple[str, list[str]]:
     """(--constraint value, the nodes that can run the job); refuses in one line what no node satisfies,
     more nodes than the lab has, or more GPUs per node than any node holds. Down nodes count as able: a

@@ -24,7 +24,7 @@ from radeonlab.errors import InputError, PlacementError
 from radeonlab.jobs.fleet.inventory import load_inventory
 from radeonlab.jobs.fleet.probe import CPU_SLOT, HostView, probe_hosts
 from radeonlab.jobs.plan import model as model_module
-from radeonlab.jobs.plan.placement import RULE, Decision, judge, needs_of
+from radeonlab.jobs.plan.placement import RULE, Decision, asks_of, judge
 from radeonlab.jobs.plan.plan import JobPlan, NodePlan, load_checked, plan_job
 from radeonlab.jobs.spec.load import Spec
 
@@ -92,12 +92,12 @@ def place_sweep(
         name = str(spec.train.get("model_name_or_path") or "")
         if name not in models:  # a sweep may vary the model too
             models[name] = model_module.resolve(spec, endpoint, environ)
-        per_job.append(needs_of(spec, models[name].config, models[name].note))
+        per_job.append(asks_of(spec, models[name].config, models[name].note))
         groups.add(spec.radeonlab.placement.host_group)
     in_group = [t for t in targets.values() if None in groups or groups & {*t.groups, t.name}]
     probed = {v.name: v for v in probe_hosts(in_group)}
     views = [probed.get(n) or HostView(n) for n in targets]
-    chosen = spread([[judge(v, targets[v.name], needs) for v in views] for needs in per_job])
+    chosen = spread([[judge(v, targets[v.name], asks) for v in views] for asks in per_job])
     before = [sum(1 for d in chosen[:i] if d.host == c.host) for i, c in enumerate(chosen)]
     return chosen, before
 

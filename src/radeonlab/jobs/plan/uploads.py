@@ -11,10 +11,10 @@ from typing import Any
 from radeonlab.contract.jobdir import upload_dest_problem
 from radeonlab.errors import InputError
 from radeonlab.jobs.plan import model as model_module
+from radeonlab.jobs.plan.localfile import LocalFile
 from radeonlab.jobs.spec import files as config_files
 from radeonlab.jobs.spec.checks import DATASET_INFO
 from radeonlab.jobs.spec.load import Spec
-from radeonlab.jobs.ssh.transfer import LocalFile
 
 
 @dataclass(frozen=True)

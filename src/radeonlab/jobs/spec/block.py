@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from radeonlab.contract.remedy import Remedy
 from radeonlab.jobs.host.remedies import LADDERS, STEPS
 
 BLOCK_KEY = "radeonlab"
@@ -27,14 +28,6 @@ class Placement:
     host_group: str | None = None
     gfx_family: str | None = None  # e.g. "gfx11" (RDNA3) or an exact target "gfx1100"
     min_vram_gb: float | None = None
-
-
-@dataclass
-class Remedy:
-    """One automatic remedy: on/off, and optionally the ordered steps to try (names defined by the runner)."""
-
-    enabled: bool = True
-    steps: list[str] = field(default_factory=list)  # empty: the runner's default ladder
 
 
 @dataclass
@@ -76,7 +69,8 @@ class RadeonlabBlock:
         default_factory=list
     )  # laptop variables sent as secrets (jobs/apply/secrets.py)
     limits: dict[str, float] = field(default_factory=dict)  # LIMIT_NAMES -> positive number
-    # Apprise URLs the workstation notifies (jobs/host/notify.py); None: the inventory's radeonlab_notify.
+    # Apprise URLs the workstation notifies (jobs/host/notify_send.py); None: the inventory's
+    # radeonlab_notify.
     # Secrets (tokens inside): they travel only in env.secret, and no message here quotes one.
     notify: list[str] | None = None
 

@@ -15,8 +15,19 @@ from pathlib import Path
 from typing import Any
 
 from radeonlab.errors import SpecError
-from radeonlab.jobs.spec import files, inputs, kinds, lf_args, lf_key_history, needs, ranges, tokens
-from radeonlab.jobs.spec.load import Spec
+from radeonlab.jobs.spec import (
+    files,
+    inputs,
+    kinds,
+    lf_args,
+    lf_key_history,
+    lf_rules,
+    needs,
+    paths,
+    ranges,
+    tokens,
+)
+from radeonlab.jobs.spec.load import DEFAULT_DATASET_DIR, Spec
 from radeonlab.jobs.spec.problems import ERROR, INFO, WARNING, Problem, name_overrides
 
 DATASET_INFO = "dataset_info.json"  # extras/constants.py DATA_CONFIG
@@ -58,7 +69,9 @@ OTHER_CONFIG_KINDS: dict[str, tuple[str, ...]] = {
 MEGATRON_KEYS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "expert_model_parallel_size")
 
 
-def check_path(path: str | Path, dataset_dir: Path | None = None) -> list[Problem]:
+def check_path(
+    path: str | Path, dataset_dir: Path | None = None, on_host: paths.OnHost | None = None
+) -> list[Problem]:
     """Load and check a spec file; a spec that cannot be loaded is one error Problem."""
     from radeonlab.jobs.spec import load as spec_module
 
@@ -66,11 +79,14 @@ def check_path(path: str | Path, dataset_dir: Path | None = None) -> list[Proble
         loaded = spec_module.load(path)
     except SpecError as err:
         return [Problem(err.file, err.line, err.message)]
-    return check_spec(loaded, dataset_dir=dataset_dir)
+    return check_spec(loaded, dataset_dir=dataset_dir, on_host=on_host)
 
 
-def check_spec(spec: Spec, dataset_dir: Path | None = None) -> list[Problem]:
-    """All problems of a loaded spec. dataset_dir overrides where the spec's `dataset_dir` points."""
+def check_spec(
+    spec: Spec, dataset_dir: Path | None = None, on_host: paths.OnHost | None = None
+) -> list[Problem]:
+    """All problems of a loaded spec. dataset_dir overrides where the spec's `dataset_dir` points; on_host:
+    what a host holds of the spec's workstation folders (`check --host`; without it they are warnings)."""
     file = str(spec.path)
     problems = [Problem(file, line, message) for line, message in spec.block_problems]
     train = spec.train
@@ -81,6 +97,8 @@ def check_spec(spec: Spec, dataset_dir: Path | None = None) -> list[Problem]:
         return problems + [
             Problem(file, 1, f"not a LLaMA-Factory training spec: {other}; nothing checked", WARNING)
         ]
+    if kinds.kind(spec) == kinds.EVAL:
+        return problems + [kinds.eval_problem(spec)]
     megatron = any(k in train for k in MEGATRON_KEYS)
     if megatron:
         problems.append(
@@ -97,8 +115,11 @@ def check_spec(spec: Spec, dataset_dir: Path | None = None) -> list[Problem]:
         problems += _check_key(spec, key, value, known, megatron)
     problems += tokens.credential_problems(spec)
     problems += _check_combinations(spec)
+    if kinds.kind(spec) == kinds.TRAIN:  # get_train_args' rules; chat and export configs have their own
+        problems += lf_rules.rule_problems(spec) + kinds.run_problems(spec)
     problems += files.block_file_problems(spec)
     problems += files.file_problems(spec)
+    problems += paths.host_path_problems(spec, on_host)
     problems += files.output_problems(spec)
     problems += ranges.range_problems(spec)
     problems += needs.key_problems(spec)
@@ -215,52 +236,24 @@ def _type_ok(value: Any, types: list[str]) -> bool:
 
 def _check_combinations(spec: Spec) -> list[Problem]:
     file, train, out = str(spec.path), spec.train, []
+
+    def add(line: int, message: str, severity: str, fix: str) -> None:
+        out.append(Problem(file, line, message, severity, fix))
+
     if train.get("bf16") is True and train.get("fp16") is True:
-        out.append(
-            Problem(
-                file,
-                spec.line_of("fp16"),
-                "bf16 and fp16 are both true (transformers refuses it)",
-                ERROR,
-                "keep one: bf16 on RDNA3/CDNA cards that support it, else fp16",
-            )
-        )
+        add(spec.line_of("fp16"), "bf16 and fp16 are both true (transformers refuses it)", ERROR,
+            "keep one: bf16 on RDNA3/CDNA cards that support it, else fp16")  # fmt: skip
     if "model_name_or_path" not in train:
-        out.append(
-            Problem(
-                file,
-                1,
-                "`model_name_or_path` is missing (LLaMA-Factory: `Please provide model_name_or_path`)",
-                ERROR,
-                "add model_name_or_path: <hub id or local folder>",
-            )
-        )
-    do_train = train.get("do_train") is True
+        add(1, "`model_name_or_path` is missing (LLaMA-Factory: `Please provide model_name_or_path`)", ERROR,
+            "add model_name_or_path: <hub id or local folder>")  # fmt: skip
     named = train.get("dataset") or spec.radeonlab.datasets  # render fills `dataset` from the block's
-    if do_train and not named and not train.get("tokenized_path"):
-        out.append(
-            Problem(
-                file,
-                spec.line_of("do_train"),
-                "do_train is true but no `dataset` is given",
-                ERROR,
-                "add dataset: <names from dataset_info.json>",
-            )
-        )
-    if (
-        not any(train.get(k) is True for k in ("do_train", "do_eval", "do_predict"))
-        and "export_dir" not in train
-    ):
-        out.append(
-            Problem(
-                file,
-                1,
-                "none of do_train/do_eval/do_predict is true: `llamafactory-cli train` would "
-                "load the model and do nothing",
-                WARNING,
-                "add do_train: true for a training job",
-            )
-        )
+    if train.get("do_train") is True and not named and not train.get("tokenized_path"):
+        add(spec.line_of("do_train"), "do_train is true but no `dataset` is given", ERROR,
+            "add dataset: <names from dataset_info.json>")  # fmt: skip
+    runs = any(train.get(k) is True for k in ("do_train", "do_eval", "do_predict"))
+    if not runs and "export_dir" not in train:
+        add(1, "none of do_train/do_eval/do_predict is true: `llamafactory-cli train` would load the model "
+            "and do nothing", WARNING, "add do_train: true for a training job")  # fmt: skip
     return out
 
 
@@ -305,9 +298,8 @@ def _check_datasets(spec: Spec, override: Path | None) -> list[Problem]:
             )
         )
     elif any(name not in generated for _, name in wanted):
-        info, problem = _read_info(
-            info_path, file, spec.line_of("dataset_dir") if "dataset_dir" in train else 1
-        )
+        line = spec.line_of("dataset_dir") if "dataset_dir" in train else 1
+        info, problem = _read_info(info_path, file, line, spec if override is None else None)
         if problem:
             return out + [problem]
 
@@ -399,16 +391,20 @@ def _check_datasets(spec: Spec, override: Path | None) -> list[Problem]:
     return out
 
 
-def _read_info(path: Path | None, file: str, line: int) -> tuple[dict[str, Any] | None, Problem | None]:
+def _read_info(
+    path: Path | None, file: str, line: int, spec: Spec | None = None
+) -> tuple[dict[str, Any] | None, Problem | None]:
     assert path is not None
     if not os.path.lexists(path):
-        return None, Problem(
-            file,
-            line,
-            f"{path} not found: LLaMA-Factory cannot resolve the dataset names",
-            ERROR,
-            "set dataset_dir to the folder holding dataset_info.json (relative to the spec)",
-        )
+        # In an LLaMA-Factory checkout, `data` is read from its working folder: the fix is the spec-relative
+        # spelling, found the way files.py finds a deepspeed file written relative to the checkout's root.
+        value = str(spec.train.get("dataset_dir", DEFAULT_DATASET_DIR)) if spec else ""
+        found = files.found_elsewhere(spec, value, DATASET_INFO) if spec else None
+        where = f"; LLaMA-Factory, run from its checkout, reads {found / DATASET_INFO}" if found else ""
+        message = f"{path} not found (radeonlab reads dataset_dir relative to the spec's folder){where}"
+        fix = files.spec_relative_fix(spec, "dataset_dir", value, DATASET_INFO) if found and spec else None
+        fix = fix or "set dataset_dir to the folder holding dataset_info.json (relative to the spec)"
+        return None, Problem(file, line, message, ERROR, fix)
     try:
         data = json.loads(inputs.read_limited(path, MAX_INFO_BYTES).decode("utf-8"))
     except inputs.Refused as err:

@@ -2,9 +2,12 @@
 
 Every path-valued key of LLaMA-Factory 0.9.5's `train` arguments (hparams/*.py and transformers'
 TrainingArguments, read in the generator venv) is classified in PATH_KEYS. Paths are resolved relative to
-the spec's folder, the way radeonlab resolves dataset_dir and the radeonlab block's files (LLaMA-Factory's
-own examples are written relative to its checkout's root: `deepspeed: examples/deepspeed/ds_z3_config.json`
-is refused here with the spec-relative path as the fix when that file exists from the current directory).
+the spec's folder (`~` expanded first: jobs/spec/paths.py local_path, shared by every path key), the way
+radeonlab resolves dataset_dir and the radeonlab block's files (LLaMA-Factory's own examples are written
+relative to its checkout's root: `deepspeed: examples/deepspeed/ds_z3_config.json` is refused here with the
+spec-relative path as the fix when that file exists from the current directory or from a folder above the
+spec: `spec_relative_fix`, which dataset_dir's fix uses too). An absolute model or adapter folder that is
+not on the laptop is the workstation's (jobs/spec/paths.py host_paths): not refused here, not uploaded.
 
 - `file_problems(spec)`: a missing file or folder, as `file:line` errors (shared by check and submit).
 - `local_files(spec)`: (key, local path, host-relative name) for every file to upload; a folder becomes one
@@ -31,6 +34,7 @@ from typing import NamedTuple
 
 from radeonlab.jobs.spec import inputs
 from radeonlab.jobs.spec.load import Spec
+from radeonlab.jobs.spec.paths import is_host_path, local_path
 from radeonlab.jobs.spec.problems import ERROR, Problem
 
 INPUTS_DIR = "inputs"  # in the job folder: inputs/<key>/<name>
@@ -98,7 +102,7 @@ def _looks_local(value: str) -> bool:
 
 
 def _resolve(spec: Spec, value: str) -> Path:
-    return (spec.base_dir / Path(value).expanduser()).resolve()
+    return local_path(spec.base_dir, value)
 
 
 def _wanted(spec: Spec) -> list[tuple[str, str, str, Path]]:
@@ -109,6 +113,8 @@ def _wanted(spec: Spec) -> list[tuple[str, str, str, Path]]:
             path = _resolve(spec, value)
             if kind == PATH_OR_HUB and not path.exists() and not _looks_local(value):
                 continue  # a hub id
+            if is_host_path(key, value, spec.base_dir):
+                continue  # the workstation's folder: looked up there (paths.host_path_problems)
             out.append((key, kind, value, path))
     return out
 
@@ -146,12 +152,29 @@ def _kind(path: Path) -> str:
         return f"unreadable ({err.strerror})"
 
 
+def found_elsewhere(spec: Spec, value: str, inside: str = "") -> Path | None:
+    """Where a relative path missing beside the spec is, read LLaMA-Factory's way: from its working folder
+    (the current directory, or a folder above the spec: an LLaMA-Factory checkout's root, where
+    `llamafactory-cli train examples/...yaml` runs). inside: a file that must be in it (dataset_info.json)."""
+    relative = Path(value).expanduser()
+    if relative.is_absolute():
+        return None
+    for root in (Path.cwd(), *spec.base_dir.resolve().parents):
+        candidate = (root / relative).resolve()
+        if (candidate / inside).exists():
+            return candidate
+    return None
+
+
+def spec_relative_fix(spec: Spec, key: str, value: str, inside: str = "") -> str | None:
+    """`key: <the spec-relative spelling>` of a path found elsewhere (found_elsewhere), or None."""
+    found = found_elsewhere(spec, value, inside)
+    return f"{key}: {os.path.relpath(found, spec.base_dir.resolve())}" if found else None
+
+
 def _relative_fix(spec: Spec, key: str, value: str) -> str:
-    """The spec-relative spelling of a path that exists from the current directory (LLaMA-Factory's way)."""
-    from_cwd = Path(value).expanduser().resolve()
-    if from_cwd.exists():
-        return f"{key}: {os.path.relpath(from_cwd, spec.base_dir.resolve())}"
-    return f"give {key} a path relative to the spec's folder ({spec.base_dir}), or remove it"
+    fix = spec_relative_fix(spec, key, value)
+    return fix or f"give {key} a path relative to the spec's folder ({spec.base_dir}), or remove it"
 
 
 def _names(spec: Spec) -> dict[tuple[str, str], str]:
@@ -204,8 +227,8 @@ def block_file_problems(spec: Spec) -> list[Problem]:
     with the same relative path), each once. Only stat: a FIFO or device is refused, never opened."""
     out, seen, folder = [], set(), spec.base_dir.resolve()
     for i, name in enumerate(spec.radeonlab.files):
-        line, path = spec.line_of(f"radeonlab.files.{i}"), (spec.base_dir / name).expanduser()
-        resolved = path.resolve()
+        line, path = spec.line_of(f"radeonlab.files.{i}"), local_path(spec.base_dir, name)
+        resolved = path
         if not path.exists():
             why, fix = f"file to upload not found: {name} (relative to the spec)", ""
         elif folder not in resolved.parents or Path(name).is_absolute() or ".." in Path(name).parts:

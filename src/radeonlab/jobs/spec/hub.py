@@ -44,6 +44,7 @@ from huggingface_hub.errors import (
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status, validate_repo_id
 
 from radeonlab.jobs.fleet.store import db_path
+from radeonlab.jobs.spec.paths import hub_cache_fix, local_path
 
 # The client's default endpoint (huggingface_hub/constants.py) when neither the caller nor HF_ENDPOINT says.
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -72,6 +73,8 @@ class Answer(StrEnum):
 class RepoFile:
     path: str
     size: int
+    etag: str = ""  # the Hub's ETag: an LFS file's sha256, else its git blob sha1 (the cached blob's name)
+    lfs: bool = False
 
 
 @dataclass(frozen=True)
@@ -158,11 +161,13 @@ def resolve_model(
         return ModelAnswer(
             Answer.MALFORMED, str(value), f"model_name_or_path {value!r}: not a model id or folder"
         )
-    folder = (base_dir / value).expanduser().resolve()
+    folder = local_path(base_dir, value)
     if folder.is_dir():
         return _local(value, folder, revision)
     if PATH_LIKE.search(value):
-        return ModelAnswer(Answer.NO_SUCH_PATH, value, f"{value}: no such local folder ({folder})")
+        cached = hub_cache_fix(value)  # a Hub cache folder copied from another machine: its Hub id
+        fix = f" (fix: {cached})" if cached else ""
+        return ModelAnswer(Answer.NO_SUCH_PATH, value, f"{value}: no such local folder ({folder}){fix}")
     try:
         validate_repo_id(value)
     except HFValidationError as exc:
@@ -240,7 +245,10 @@ class _Hub:
             raise self._other(exc) from exc
         if not info.sha:  # every answer of the Hub's model API names its commit
             raise self._other(ValueError(f"the Hub named no commit for {self.repo_id}"))
-        files = tuple(RepoFile(s.rfilename, s.size or 0) for s in info.siblings or ())
+        files = tuple(
+            RepoFile(s.rfilename, s.size or 0, s.lfs.sha256 if s.lfs else str(s.blob_id or ""), bool(s.lfs))
+            for s in info.siblings or ()
+        )
         gated = bool(info.gated)
         if gated:
             self._auth_check()  # before any cached file is trusted: access may have been withdrawn

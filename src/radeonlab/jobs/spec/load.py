@@ -24,7 +24,7 @@
                                          # fails with an allocation error (and the OOM remedy) instead of
                                          # driving the host into swap or the kernel OOM killer
       notify: ["ntfys://{{ env.NTFY_TOPIC }}"]   # Apprise URLs the workstation tells when the job starts,
-                                         # logs its first step, takes a remedy, ends (jobs/host/notifier.py);
+                                         # logs its first step, takes a remedy, ends (notify_messenger.py);
                                          # secrets: env.secret only. Absent: the inventory's radeonlab_notify
 
 Values may use Jinja2 (`{{ env.USER }}`, `{{ spec_dir }}`), rendered in a sandbox with StrictUndefined and
@@ -63,6 +63,7 @@ from radeonlab.jobs.spec.block import (  # the block's types, re-exported: a spe
     Remedy,
     parse_block,
 )
+from radeonlab.jobs.spec.paths import local_path
 
 __all__ = [
     "BLOCK_KEY",
@@ -120,7 +121,7 @@ class Spec:
             or value.startswith(REMOTE_DATASET_DIR_PREFIX)
         ):
             return None
-        return (self.base_dir / value).resolve()
+        return local_path(self.base_dir, value)  # `~` as for every path key
 
 
 # ------------------------------------------------------------------------------------------------ loading

@@ -22,25 +22,12 @@ from typing import ClassVar
 from radeonlab.errors import TransportError
 from radeonlab.jobs.host.receive import sha256_of
 from radeonlab.jobs.host.writeback import Writeback
+from radeonlab.jobs.plan.localfile import LocalFile
 from radeonlab.jobs.ssh.connection import Channel, Remote
 
 Progress = Callable[[int, int], None]  # (bytes_done, total)
 BLOCK = 1 << 20
 PARTIAL = ".part"
-
-
-@dataclass(frozen=True)
-class LocalFile:
-    """A file to upload: where it is, its content address, its size."""
-
-    path: Path
-    sha256: str
-    size: int
-
-    @classmethod
-    def of(cls, path: str | os.PathLike[str]) -> LocalFile:
-        p = Path(path)
-        return cls(p, sha256_file(p), p.stat().st_size)
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ Where the old per-role tables disagreed, this table follows AMD's data (rocm-boo
 sandbox/amdworld/*.yaml, with docs/notes/rocm-facts.md):
 - gfx110x carries gfx1100-1103 (rocm-bootstrap sub-family gfx110x; "amdrocm<ver>-gfx110x (gfx1100-1103)" in
   AMD's install selector): gfx1103 was missing from cards.py's family, so its override on the Core SDK goes.
-- gfx103x carries gfx1030-1036 (rocm-bootstrap sub-family gfx10_3; TheRock SUPPORTED_GPUS.md: gfx1030-1036
-  release-ready): cards.py had gfx1030 only, releases.py lacked gfx1033.
+- gfx103x carries gfx1030 only (AMD's selector; TheRock's gfx103X-all build family has no gfx1031), although
+  rocm-bootstrap's sub-family gfx10_3 spans gfx1030-1036: SDK_FAMILY_ONLY below.
 - gfx1152 has its own apt package `amdrocm<ver>-gfx1152` (AMD's selector, rocm-facts.md apt layouts): it was
   missing from cards.py's families.
 - gfx1153 has a per-target multi-arch package [S1] and an AMD wheel extra, but no per-family package.
@@ -173,9 +173,16 @@ TARGETS: dict[str, Target] = {t.gfx: t for t in _ROWS}
 # ROCm Core SDK per-family apt packages `amdrocm<ver>-<family>`: rocm-bootstrap's sub-family, spelled as AMD's
 # install selector spells the package (rocm-facts.md apt layouts: -gfx110x (gfx1100-1103), -gfx120x,
 # -gfx103x, -gfx1150, -gfx1151, -gfx1152). RDNA3.5 has one package per target, not one for gfx115x; gfx1153
-# has none (it is served by the multi-arch layout only). Instinct targets have no per-family package.
+# has none (it is served by the multi-arch layout only). AMD's 7.13 selector also lists Instinct family
+# packages (-gfx950, -gfx94x, -gfx90a, -gfx908): a declared choice (amd_releases.DECLARED_CHOICES;
+# tests/test_amd_world.py compares with sandbox/amdworld).
 SDK_FAMILY_BY_SUB_FAMILY: dict[str, str] = {"gfx10_3": "gfx103x", "gfx110x": "gfx110x", "gfx12_0": "gfx120x"}
 SDK_FAMILY_PER_TARGET = ("gfx1150", "gfx1151", "gfx1152")
+# Where a family package carries less than its sub-family: AMD's 7.13 selector sends only gfx1030 to
+# -gfx103x (sandbox/amdworld/coresdk-packages.yaml), and TheRock's gfx103X-all build family has no gfx1031
+# (ROCm/TheRock cmake/therock_amdgpu_targets.cmake @02eb4a57). The other RDNA2 targets are not counted native
+# there: they get the 10.3.0 override (the road RX 6700 XT owners know works), never a guess at native code.
+SDK_FAMILY_ONLY: dict[str, tuple[str, ...]] = {"gfx103x": ("gfx1030",)}
 
 
 def known_to_rocm_bootstrap(gfx: str) -> bool:
@@ -206,7 +213,10 @@ def sdk_family(gfx: str) -> str | None:
     if gfx in SDK_FAMILY_PER_TARGET:
         return gfx
     chain = hierarchy(gfx)
-    return SDK_FAMILY_BY_SUB_FAMILY.get(chain[1]) if chain else None
+    family = SDK_FAMILY_BY_SUB_FAMILY.get(chain[1]) if chain else None
+    if family in SDK_FAMILY_ONLY and gfx not in SDK_FAMILY_ONLY[family]:
+        return None
+    return family
 
 
 def _family_packages() -> dict[str, tuple[str, ...]]:

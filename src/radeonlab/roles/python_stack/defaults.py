@@ -160,7 +160,7 @@ DEFAULTS: dict[str, Any] = {
         "numpy==2.4.6",
         "safetensors==0.8.0",
         "matplotlib==3.11.2",
-        # Notifications from the workstation (jobs/host/notify.py, a job's `radeonlab.notify` URLs): the
+        # Notifications from the workstation (jobs/host/notify_send.py, a job's `radeonlab.notify` URLs): the
         # newest Apprise on PyPI (2026-11, 2.2.0; its API: Apprise().add(url), notify(body, title,
         # notify_type, timeout) -> AppriseResult, bool() = delivered). Pure Python; it adds requests-oauthlib,
         # oauthlib, click and markdown beside the pins above without changing any of them.

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from pyinfra.api.exceptions import DeployError
 
-from radeonlab.roles.gpu.cards import version_tuple
+from radeonlab.roles.gpu.cards import gfx_from_hsa_version, override_for, version_tuple
 from radeonlab.roles.rocm import releases
 from radeonlab.roles.rocm.defaults import SUPPORTED_DISTROS
 
@@ -253,10 +253,10 @@ def coresdk_packages(data: Mapping[str, Any], gfx_targets: Iterable[str | None])
             template = str(data["rocm_coresdk_target_template"])
             names = [template.format(version=version, gfx=t) for t in targets]
     else:
-        families = {t: family_of(t) for t in targets}
+        families = {t: family_of(t, str(data["rocm_version"])) for t in targets}
         if missing := [t for t, f in families.items() if f is None]:
             raise ValueError(
-                f"AMD's per-family Core SDK packages serve no {', '.join(missing)} "
+                f"the per-family Core SDK packages radeonlab installs serve no {', '.join(missing)} "
                 "(set rocm_coresdk_layout: multi-arch)"
             )
         template = str(data["rocm_coresdk_package_template"])
@@ -265,9 +265,12 @@ def coresdk_packages(data: Mapping[str, Any], gfx_targets: Iterable[str | None])
     return names + list(data["rocm_coresdk_extra_packages"])
 
 
-def family_of(gfx: str) -> str | None:
-    """The per-family meta package family of a target: gfx1100 -> gfx110x, gfx1151 -> gfx1151."""
-    return next((f for f, members in releases.FAMILY_PACKAGES.items() if gfx in members), None)
+def family_of(gfx: str, rocm_version: str) -> str | None:
+    """The per-family meta package family of a target: gfx1100 -> gfx110x, gfx1151 -> gfx1151; a target
+    served through the HSA override gets its reference's family (gfx1031 runs as gfx1030: gfx103x)."""
+    found = next((f for f, members in releases.FAMILY_PACKAGES.items() if gfx in members), None)
+    reference = override_for(gfx, rocm_version) if found is None else None
+    return found if reference is None else family_of(gfx_from_hsa_version(reference), rocm_version)
 
 
 # Package names each stream installs (fnmatch patterns over dpkg's list): what a switch away removes.

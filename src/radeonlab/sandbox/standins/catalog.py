@@ -233,13 +233,16 @@ exit 0
 """
 
 
-def coresdk_standins(sdk_version: str, families: tuple[str, ...], targets: tuple[str, ...]) -> list[Standin]:
+def coresdk_standins(
+    sdk_version: str, families: dict[str, tuple[str, ...]], targets: tuple[str, ...]
+) -> list[Standin]:
     """repo.amd.com/rocm/packages[-multi-arch]/<distro>: one runtime under /opt/rocm/core-<ver> with the
     metas of both layouts over it: amdrocm<ver>-<family>, amdrocm<ver>-<gfx> and the all-targets amdrocm<ver>.
 
-    Only the meta names are AMD's (roles/rocm/releases.py); the runtime packages they depend on carry a
-    "amdrocm<ver>-simulated-" prefix because their real names were not checked. No distribution suffix: the
-    same files are served for every distro directory.
+    Only the meta names (and, in a family meta's summary, the targets AMD's selector sends to it) are AMD's:
+    families and targets come from amdworld/coresdk-packages.yaml (amddata.py), never from the product. The
+    runtime packages they depend on carry a "amdrocm<ver>-simulated-" prefix because their real names were
+    not checked. No distribution suffix: the same files are served for every distro directory.
     """
     tail = f"{rocm_libpatch(sdk_version)}-{config.STANDIN_BUILD}"
     name_prefix = f"amdrocm{sdk_version}-simulated-"
@@ -255,11 +258,16 @@ def coresdk_standins(sdk_version: str, families: tuple[str, ...], targets: tuple
     lib_marker = f"{prefix}/lib/radeonlab-simulated-lib.txt"  # so /opt/rocm/lib is a real folder
     core.files[lib_marker] = (f"{SIMULATED_NOTE}\nNo libraries: ROCm {sdk_version}'s lib/.\n".encode(), 0o644)
     depends = tuple(p.name for p in runtime)
+    # A family and a target may share a name (gfx1151): one package, as in AMD's repositories.
+    summaries = {t: f"ROCm Core SDK for {t}" for t in targets}
+    for family, members in families.items():
+        if members != (family,):
+            summaries[family] = f"ROCm Core SDK for {family} ({', '.join(members)})"
+        summaries.setdefault(family, f"ROCm Core SDK for {family}")
     metas = [
-        Standin(f"amdrocm{sdk_version}-{what}", core.version, f"ROCm Core SDK for {what}", depends=depends,
-                section="metapackages")
-        for what in sorted({*families, *targets})
-    ]  # fmt: skip
+        Standin(f"amdrocm{sdk_version}-{name}", core.version, text, depends=depends, section="metapackages")
+        for name, text in sorted(summaries.items())
+    ]
     everything = Standin(
         f"amdrocm{sdk_version}", core.version, "ROCm Core SDK, every GPU target", depends=depends,
         section="metapackages",

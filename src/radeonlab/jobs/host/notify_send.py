@@ -3,9 +3,9 @@ webhooks...), so they arrive while the laptop sleeps.
 
 Runs on the workstation with the TRAINING VENV's python (apprise is installed there by roles/python_stack);
 the other jobs/host modules run on the system python3 with the stdlib alone. The supervisor starts it once
-per job run through jobs/host/notifier.py; `radeonlab notify-test` runs it with one message.
+per job run through jobs/host/notify_messenger.py; `radeonlab notify-test` runs it with one message.
 
-    RADEONLAB_NOTIFY_URLS='["json://...", "ntfys://..."]' python -m radeonlab.jobs.host.notify \
+    RADEONLAB_NOTIFY_URLS='["json://...", "ntfys://..."]' python -m radeonlab.jobs.host.notify_send \
         [--attempts N] [--timeout S] [--backoff S] < messages
 
 Messages: one JSON object per stdin line, {"event", "title", "body", "fields": {...}}, sent in order until
@@ -124,7 +124,9 @@ def log_line(outcome: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="radeonlab.jobs.host.notify", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="radeonlab.jobs.host.notify_send", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--attempts", type=int, default=int(DEFAULTS["attempts"]))
     parser.add_argument("--timeout", type=float, default=DEFAULTS["timeout_s"])
     parser.add_argument("--backoff", type=float, default=DEFAULTS["backoff_s"])

@@ -1,6 +1,6 @@
 """`radeonlab notify-test`: one message sent FROM a workstation, the way its jobs send theirs.
 
-The host runs jobs/host/notify.py with its training venv's python (Apprise is installed there); the URLs
+The host runs jobs/host/notify_send.py with its training venv's python (Apprise is installed there); the URLs
 travel as the job secrets do: in the environment sent on the command's stdin (jobs/ssh/connection.py
 `env_prologue`), never in argv. What comes back names each URL by its position and scheme only.
 """
@@ -16,10 +16,10 @@ from radeonlab.errors import InputError, RemoteCommandError
 from radeonlab.jobs.apply import secrets
 from radeonlab.jobs.fleet.inventory import HostTarget
 from radeonlab.jobs.fleet.probe import read_host, require_record
-from radeonlab.jobs.host.notifier import ENV, message
+from radeonlab.jobs.host.notify_messenger import ENV, message
 from radeonlab.jobs.ssh.connection import connect
 
-TIMEOUT_S = 120.0  # the tool's own retries (jobs/host/notify.py DEFAULTS) end well before this
+TIMEOUT_S = 120.0  # the tool's own retries (jobs/host/notify_send.py DEFAULTS) end well before this
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def send_test(target: HostTarget, inventory: str, urls: list[str]) -> list[Outco
     with connect(target) as remote:
         record = require_record(read_host(remote, jobs="none"), inventory)
         result = remote.tool(
-            "notify",
+            "notify_send",
             python=f"{record.venv}/bin/python",
             env={ENV: json.dumps(urls)},
             stdin_text=json.dumps(trial_message(target.name)) + "\n",

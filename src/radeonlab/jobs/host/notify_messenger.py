@@ -1,12 +1,12 @@
 """The supervisor's side of notifications: what each message says, and one messenger process per job run.
 
 Standard library only (the supervisor runs on the host's system python3). The sending itself is
-jobs/host/notify.py in the training venv (it imports apprise). The first message of a job run starts it once,
-detached in its own session, with the URLs in its environment (RADEONLAB_NOTIFY_URLS, taken out of the
+jobs/host/notify_send.py in the training venv (it imports apprise). The first message of a job run starts it
+once, detached in its own session, with the URLs in its environment (RADEONLAB_NOTIFY_URLS, taken out of the
 training environment here, so llamafactory-cli never sees them), its stdout discarded and its stderr on the
-launcher's own log (launcher.log). Each message is one JSON line on its stdin: messages are sent in order,
-and nothing here waits for a service. When the launcher ends, the pipe closes and the messenger sends what
-is left (the final message included: the launcher does not wait for it), then exits. A messenger that cannot
+launcher's own log (launcher.log). Each message is one JSON line on its stdin: messages are sent in order, and
+nothing here waits for a service. When the launcher ends, the pipe closes and the messenger sends what is left
+(the final message included: the launcher does not wait for it), then exits. A messenger that cannot
 start or has died only costs the notifications: the job goes on.
 
 Multi-node jobs notify from rank 0 only. URLs never reach argv, job.json, state.json or a log line.
@@ -26,9 +26,10 @@ from typing import Any
 from radeonlab.contract.jobdir import FILES
 from radeonlab.contract.state import EndReason
 
-ENV = "RADEONLAB_NOTIFY_URLS"  # the secret's name: jobs/apply (laptop) and jobs/host/notify.py use it too
+# the secret's name: jobs/apply and jobs/track (laptop) and jobs/host/notify_send.py use it too
+ENV = "RADEONLAB_NOTIFY_URLS"
 NOTIFY: dict[str, float] = {
-    "attempts": 3,  # tries per URL and message (jobs/host/notify.py)
+    "attempts": 3,  # tries per URL and message (jobs/host/notify_send.py)
     "timeout_s": 10.0,  # one try
     "backoff_s": 5.0,  # before the second try, doubled before each next one
     "log_lines": 12,  # how much of train.log a failure message quotes
@@ -168,7 +169,7 @@ class Notifier:
             print(f"radeonlab notify: notifications off for this run: {exc}", file=sys.stderr, flush=True)
 
     def start(self) -> subprocess.Popen:
-        argv = [self.python, "-m", "radeonlab.jobs.host.notify"]
+        argv = [self.python, "-m", "radeonlab.jobs.host.notify_send"]
         argv += ["--attempts", str(int(NOTIFY["attempts"])), "--timeout", str(NOTIFY["timeout_s"])]
         argv += ["--backoff", str(NOTIFY["backoff_s"])]
         env = {**os.environ, "PYTHONPATH": self.code_dir, ENV: self.urls}

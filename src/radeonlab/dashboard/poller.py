@@ -19,16 +19,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from radeonlab.contract.records import HostRecord, JobRecord, StateRecord
+from radeonlab.contract.records import HostRecord, StateRecord
 from radeonlab.dashboard.model import RESULTS, VIEW, JobView, host_row
 from radeonlab.errors import JobNotFoundError, RadeonlabError, TransportError, one_line
 from radeonlab.jobs.fleet.inventory import HostTarget
+from radeonlab.jobs.fleet.listing import ListedJob, jobs_of
 from radeonlab.jobs.fleet.probe import HostView, parse_probe, require_record
 from radeonlab.jobs.ssh.connection import Remote, connect
 from radeonlab.jobs.track import follow
 from radeonlab.jobs.track.handle import JobHandle
 
-HUB: dict[str, float] = {
+POLL: dict[str, float] = {
     "probe_s": 5.0,  # how often each host is asked for its record, GPU readings and job folders
     "probe_timeout_s": 20.0,  # a probe that takes longer marks the host unreachable
     "reconnect_s": 5.0,  # between attempts to reach a host that is down
@@ -119,14 +120,14 @@ class Lab:
                 if state.remote is None or not state.remote.is_active:
                     state.remote = connect(state.target)
                 self._probe(state)
-                wait = HUB["probe_s"]
+                wait = POLL["probe_s"]
             except RadeonlabError as exc:
                 self._unreachable(state, one_line(exc))
-                wait = HUB["reconnect_s"]
+                wait = POLL["reconnect_s"]
             except Exception as exc:  # a bug must not end the host's thread: show it, try again
                 log.exception("host %s", state.target.name)
                 self._unreachable(state, f"{type(exc).__name__}: {one_line(exc)}")
-                wait = HUB["reconnect_s"]
+                wait = POLL["reconnect_s"]
             self.stopping.wait(wait)
 
     def _unreachable(self, state: HostState, error: str) -> None:
@@ -139,45 +140,38 @@ class Lab:
 
     def _probe(self, state: HostState) -> None:
         assert state.remote is not None
-        answer = state.remote.tool("probe", ["--jobs", "full"], timeout=HUB["probe_timeout_s"]).last_json()
+        answer = state.remote.tool("probe", ["--jobs", "full"], timeout=POLL["probe_timeout_s"]).last_json()
         view = parse_probe(state.target.name, answer)
         record = view.record
+        listed = jobs_of(view)  # a multi-node job once, on its rank 0 (the listing service `list` uses)
         with self.lock:
             state.view, state.record = view, record
-            for item in view.jobs:
-                if item.get("rank", 0) != 0:
-                    continue  # a multi-node job is shown once, on its rank 0
-                job = JobRecord.from_dict(item["job"])
-                st = StateRecord.from_dict(item["state"]).reconciled(item.get("alive"))
-                known = self.jobs.get(job.id)
+            for job in listed:
+                known = self.jobs.get(job.job.id)
                 if known is None:
-                    self.jobs[job.id] = JobView.of(state.target.name, job, st, item.get("alive"))
-                elif job.id not in state.followers:
-                    known.set_job(job, st, item.get("alive"))
+                    self.jobs[job.job.id] = JobView.of(state.target.name, job.job, job.state, job.alive)
+                elif job.job.id not in state.followers:
+                    known.set_job(job.job, job.state, job.alive)
             self.bump()
         if record is None:
             return
-        live = [i for i in view.jobs if i.get("rank", 0) == 0 and i.get("alive")]
-        for item in live:
-            thread = state.followers.get(item["id"])
+        for job in (j for j in listed if j.alive):
+            thread = state.followers.get(job.job.id)
             if thread is None or not thread.is_alive():
-                self._follow(state, item, keep_going=True)
-        finished = [i for i in view.jobs if i.get("rank", 0) == 0 and not i.get("alive")]
-        finished.sort(key=lambda i: str(i.get("created_at") or ""), reverse=True)
-        for item in finished[: int(HUB["finished_per_host"])]:
-            if item["id"] not in state.loaded and item["id"] not in state.followers:
-                state.loaded.add(item["id"])
-                self._follow(state, item, keep_going=False)
+                self._follow(state, job, keep_going=True)
+        finished = sorted((j for j in listed if not j.alive), key=lambda j: j.job.created_at, reverse=True)
+        for job in finished[: int(POLL["finished_per_host"])]:
+            if job.job.id not in state.loaded and job.job.id not in state.followers:
+                state.loaded.add(job.job.id)
+                self._follow(state, job, keep_going=False)
 
-    def handle(self, state: HostState, item: dict[str, Any]) -> SharedHandle:
+    def handle(self, state: HostState, job: ListedJob) -> SharedHandle:
         assert state.remote is not None and state.record is not None
-        job = JobRecord.from_dict(item["job"])
-        st = StateRecord.from_dict(item["state"]).reconciled(item.get("alive"))
-        return SharedHandle(self.inventory, self.targets, state.target, state.remote, state.record, job, st,
-                            item.get("alive"))  # fmt: skip
+        return SharedHandle(self.inventory, self.targets, state.target, state.remote, state.record, job.job,
+                            job.state, job.alive)  # fmt: skip
 
-    def _follow(self, state: HostState, item: dict[str, Any], keep_going: bool) -> None:
-        handle = self.handle(state, item)
+    def _follow(self, state: HostState, job: ListedJob, keep_going: bool) -> None:
+        handle = self.handle(state, job)
         files = self.offsets.setdefault(
             handle.id,
             {follow.TRAINER_LOG: 0, follow.TRAIN_LOG: -int(VIEW["log_tail_bytes"]), RESULTS: 0},
@@ -187,7 +181,7 @@ class Lab:
             say = lambda m: log.info("%s: %s", handle.id, m)  # noqa: E731
             try:
                 for event in handle.events(
-                    say, files, keep_going=keep_going, gpus_every=HUB["gpus_every_s"] if keep_going else 0.0
+                    say, files, keep_going=keep_going, gpus_every=POLL["gpus_every_s"] if keep_going else 0.0
                 ):
                     with self.lock:
                         view = self.jobs.get(handle.id)
@@ -213,13 +207,13 @@ class Lab:
         with self.lock:
             view = self.jobs.get(job_id)
             state = self.hosts.get(view.host) if view else None
-            item = next((i for i in state.view.jobs if i["id"] == job_id), None) if state else None
-        if state is None or item is None:
+            job = next((j for j in jobs_of(state.view) if j.job.id == job_id), None) if state else None
+        if state is None or job is None:
             raise JobNotFoundError(f"no job {job_id} on the dashboard's hosts")
         if state.remote is None or state.record is None:
             raise TransportError(f"{state.target.name} is not reachable now: {state.view.error}")
         require_record(state.view, self.inventory)
-        new_state, ranks = self.handle(state, item).cancel()
+        new_state, ranks = self.handle(state, job).cancel()
         failed = [f"rank {r.rank} on {r.host}: {r.error}" for r in ranks if r.error]
         if failed:
             raise TransportError(f"{job_id}: cancelled on rank 0; not on {'; '.join(failed)}")

@@ -1,0 +1,126 @@
+"""Listing jobs: one service for `radeonlab list` and the dashboard.
+
+Both read the same thing from a host: its probe's job summaries (jobs/host/probe.py `--jobs full`). `jobs_of`
+turns one host's summaries into typed jobs (rank 0 of a multi-node job only, its state reconciled with
+whether its launcher is alive); `list_rows` is `list`'s table: every host probed in parallel, the local cache
+refreshed from the hosts (the hosts are the truth) and read instead for a host that does not answer, Slurm's
+jobs folded to one row each, filtered by state and newest first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from radeonlab.contract.records import JobRecord, StateRecord
+from radeonlab.contract.state import JobState
+from radeonlab.jobs.fleet import store
+from radeonlab.jobs.fleet.inventory import HostTarget
+from radeonlab.jobs.fleet.probe import HostView, probe_hosts
+
+# what a row read from the host has that the local cache does not keep
+NOT_CACHED: dict[str, Any] = {
+    "step": None, "total_steps": None, "loss": None, "duration_s": None, "overrides": {},
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ListedJob:
+    """One job as a host's probe shows it."""
+
+    host: str
+    job: JobRecord
+    state: StateRecord  # reconciled: a live state whose launcher is gone reads as ended
+    alive: bool | None
+    summary: Mapping[str, Any]  # the probe's summary (progress, duration_s, ...)
+
+
+def jobs_of(view: HostView) -> list[ListedJob]:
+    """The jobs of one reachable host's probe; a multi-node job once, on its rank 0."""
+    listed = []
+    for item in view.jobs:
+        if item.get("rank", 0) != 0:
+            continue
+        state = StateRecord.from_dict(item["state"]).reconciled(item.get("alive"))
+        listed.append(ListedJob(view.name, JobRecord.from_dict(item["job"]), state, item.get("alive"), item))
+    return listed
+
+
+def row(listed: ListedJob) -> dict[str, Any]:
+    """One `list` row: the job, its state, its latest logged step and loss, how long it has run, and its
+    overrides (a sweep's values tell its jobs apart)."""
+    job, state = listed.job, listed.state
+    progress = listed.summary.get("progress") or {}
+    return {
+        "id": job.id,
+        "host": listed.host,
+        "name": job.name,
+        "state": state.state.value,
+        "created_at": job.created_at,
+        "attempts": len(job.attempts),
+        "reason": state.reason,
+        "end_reason": state.end,
+        "step": progress.get("step"),
+        "total_steps": progress.get("total_steps"),
+        "loss": progress.get("loss"),
+        "duration_s": listed.summary.get("duration_s"),
+        "overrides": dict(job.overrides),
+        "source": "host",
+        # a Slurm job: its controller here, its Slurm id once `fold_slurm` asked Slurm
+        "slurm": str(job.slurm.get("job_id") or job.slurm.get("controller") or ""),
+    }
+
+
+def list_rows(
+    inventory_hosts: Mapping[str, HostTarget],
+    targets: Sequence[HostTarget],
+    timeout: float,
+    states: Sequence[JobState] = (),
+    warn: Callable[[str], None] = print,
+) -> tuple[list[dict[str, Any]], list[HostView]]:
+    """`list`'s rows over `targets` (only `states`, when given), newest first, and each host's view."""
+    views = probe_hosts(targets, timeout, jobs="full")
+    rows = []
+    with contextlib.closing(store.connect()) as conn:
+        for view in views:
+            if not view.reachable:
+                for cached in store.list_jobs(conn, host=view.name):  # no step, loss or overrides there
+                    fields = {**cached.__dict__, "attempts": len(cached.attempts), "source": "cached"}
+                    rows.append({**NOT_CACHED, **fields})
+                continue
+            listed = jobs_of(view)
+            found = [
+                store.HostJob(
+                    view.name,
+                    f"{view.record.jobs_dir if view.record else ''}/{j.job.id}",
+                    j.job.to_dict(),
+                    j.state.to_dict(),
+                )
+                for j in listed
+            ]
+            rows += [row(j) for j in listed]
+            store.rebuild(conn, found, hosts=[view.name])
+    if any(r.get("slurm") for r in rows):  # one row per Slurm job, with Slurm's word while it waits
+        rows = fold_slurm(rows, inventory_hosts, warn)
+    wanted = {s.value for s in states}
+    rows = [r for r in rows if not wanted or r["state"] in wanted]
+    rows.sort(key=lambda r: (r["created_at"] or "", r["id"]), reverse=True)
+    return rows, views
+
+
+def fold_slurm(
+    rows: list[dict[str, Any]], targets: Mapping[str, HostTarget], warn: Callable[[str], None]
+) -> list[dict[str, Any]]:
+    from radeonlab.errors import RadeonlabError, one_line
+    from radeonlab.jobs.apply.slurm import lab_of
+    from radeonlab.jobs.track.slurm import fold, slurm_jobs
+
+    try:
+        lab = lab_of(targets)
+        jobs = slurm_jobs(lab) if lab else None
+    except RadeonlabError as exc:  # the hosts' rows still show; Slurm's word is missing
+        warn(f"radeonlab: warning: Slurm not asked: {one_line(exc)}")
+        jobs = None
+    return fold(rows, jobs)
