@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -191,6 +192,8 @@ def test_the_stack_install_alone_pip_vs_uv_and_a_reinstall_from_uvs_cache_downlo
 def test_one_changed_byte_in_a_served_file_fails_the_next_host_in_one_line_and_keeps_nothing(
     lab: Lab,
 ) -> None:
+    """The same refusal under uv (the default) and under the pip fallback, two fresh hosts in one run: one
+    line each, naming the file, its host and both hashes, and nothing of that install kept."""
     served = lab.index.root / "files" / "peft-0.18.1-py3-none-any.whl"
     original = served.with_suffix(".orig")
     os.replace(served, original)  # the served file is a hard link into the shared cache: never write to it
@@ -198,22 +201,32 @@ def test_one_changed_byte_in_a_served_file_fails_the_next_host_in_one_line_and_k
         changed = bytearray(original.read_bytes())
         changed[len(changed) // 2] ^= 0xFF
         served.write_bytes(changed)
-        h = lab.sandbox.create_host("fd-1100c", card="rx7900xtx", data=lab.data)
-        run = run_deploy(lab.sandbox, [h])
+        by_uv = lab.sandbox.create_host("fd-1100c", card="rx7900xtx", data=lab.data)
+        by_pip = lab.sandbox.create_host(
+            "fd-1100d", card="rx7900xtx", data={**lab.data, "python_stack_installer": "pip"}
+        )
+        run = run_deploy(lab.sandbox, [by_uv, by_pip])
     finally:
         served.unlink(missing_ok=True)
         os.replace(original, served)
     assert run.returncode != 0
+    stderr = re.sub(r"\x1b\[[0-9;]*m", "", run.stderr)
     said = [
-        ln for ln in run.stderr.splitlines() if "radeonlab: hash mismatch: peft-0.18.1-py3-none-any.whl" in ln
+        ln for ln in stderr.splitlines() if "radeonlab: hash mismatch: peft-0.18.1-py3-none-any.whl" in ln
     ]
-    assert len(said) == 1, run.stderr[-3000:]
     locked = next(p.sha256 for p in lab.lock.pins if p.name == "peft")
-    assert f"expected sha256 {locked}, received {hashlib.sha256(changed).hexdigest()}" in said[0]
-    assert "THESE PACKAGES DO NOT MATCH" not in run.stderr  # pip's own block is not shown
-    # nothing of that install: only uv, the installer, installed by its own step before it
-    assert h.exec(f"{VENV}/bin/pip freeze --exclude uv", user="lab").stdout.strip() == ""
-    assert "uv==" in h.exec(f"{VENV}/bin/pip freeze", user="lab").stdout
+    for h in (by_uv, by_pip):
+        mine = [ln for ln in said if f"[{h.name}]" in ln]
+        assert len(mine) == 1, (h.name, stderr[-3000:])
+        assert f" from {urlsplit(lab.server.url).netloc}: expected sha256 {locked}, received " in mine[0]
+        assert f"expected sha256 {locked}, received {hashlib.sha256(changed).hexdigest()}" in mine[0]
+        # nothing of that install: only uv, the installer, installed by its own step before it (uv's host)
+        assert h.exec(f"{VENV}/bin/pip freeze --exclude uv", user="lab").stdout.strip() == ""
+    assert len(said) == 2, stderr[-3000:]
+    assert "THESE PACKAGES DO NOT MATCH" not in stderr  # pip's own block is not shown
+    assert "Hash mismatch for" not in stderr  # nor uv's
+    assert "uv==" in by_uv.exec(f"{VENV}/bin/pip freeze", user="lab").stdout
+    assert "uv==" not in by_pip.exec(f"{VENV}/bin/pip freeze", user="lab").stdout
 
 
 def test_torch_without_its_targets_device_package_fails_verify_in_one_line_and_a_deploy_repairs_it(
