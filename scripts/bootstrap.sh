@@ -23,23 +23,15 @@ fi
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null || PY=python3
 [ -x .venv/bin/python ] || { echo "bootstrap: making .venv ($PY)"; "$PY" -m venv .venv; }
-# pip's output goes to a log file (one line per step here); a failure names it and shows its last lines.
-mkdir -p .venv/logs
-pip_install() {  # STEP-NAME PIP-ARGS...
-  local log=.venv/logs/pip-$1.log; shift
-  local t0=$SECONDS
-  if ! .venv/bin/pip install --disable-pip-version-check "$@" >"$log" 2>&1; then
-    echo "bootstrap: pip failed; its output: $log (last lines below)" >&2
-    tail -n 20 "$log" >&2
-    exit 1
-  fi
-  echo "bootstrap:   done in $((SECONDS - t0))s (pip's output: $log)"
-}
-echo "bootstrap: pip: radeonlab and its test tools into .venv ..."
-pip_install radeonlab -e ".[test,bench]"
+# uv installs the packages (pip where uv cannot be installed): scripts/installer.sh. Their output goes to a
+# log file (one line per step here); a failure names it and shows its last lines.
+source scripts/installer.sh
+choose_installer
+echo "bootstrap: $INSTALLER: radeonlab and its test tools into .venv ..."
+venv_install radeonlab -e ".[test,bench]"
 # What the laptop side of the sandbox needs to make the tiny model and read adapters (torch, transformers,
 # tokenizers, peft): the versions come from src/radeonlab/roles/python_stack/defaults.py, the one place they are pinned.
 mapfile -t laptop_reqs < <(.venv/bin/python -m radeonlab.sandbox laptop-requirements)
-echo "bootstrap: pip: the laptop side's ${laptop_reqs[*]} (CPU torch: a minute or more the first time) ..."
-pip_install laptop "${laptop_reqs[@]}"
+echo "bootstrap: $INSTALLER: the laptop side's ${laptop_reqs[*]} (CPU torch: a minute or more the first time) ..."
+venv_install laptop "${laptop_reqs[@]}"
 echo "bootstrap: ready (.venv)"

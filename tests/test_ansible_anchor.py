@@ -40,6 +40,8 @@ ACCEPTED: dict[str, str] = {
     "package lsb-release:all": "installed with python3-apt (a recommendation)",
     "package python3-packaging:all": "Ansible's pip module needs `packaging` (or setuptools) in the host's "
     "python3 to compare versions; the playbook installs it",
+    "pip uv": "the installer radeonlab installs the hash lock with (python_stack_installer: uv, the default, "
+    "itself hash-pinned); the playbook installs the same lock with pip",
     PIN: "pyinfra renders templates with Jinja's keep_trailing_newline, Ansible's template module restores "
     "only as many trailing newlines as the template source has: roles/rocm's apt-pin.j2 ends with a value "
     "that ends in a newline, so pyinfra's file has one more, empty, last line (apt ignores it)",

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -40,6 +43,7 @@ class Lab:
     first: Run
     served_first: dict[str, web.Served]
     locks_dir: Path
+    seconds: dict[str, float] = field(default_factory=dict)  # one fresh host's deploy, per installer
 
     @property
     def lock(self) -> stack_lock.Lock:
@@ -123,18 +127,73 @@ def test_a_further_host_of_a_known_target_installs_from_the_lock_and_reads_no_in
     h = lab.sandbox.create_host("fd-1100b", card="rx7900xtx", data=lab.data)
     run = run_deploy(lab.sandbox, [h])
     assert run.returncode == 0, run.stderr[-5000:]
+    lab.seconds["uv"] = run.seconds
     changed = run.changed_ops(h.name)
     assert any("Install the hash-locked stack" in op for op in changed), changed
+    assert any("| Install uv " in op for op in changed), changed  # the default installer, first
     assert not any("Resolve the stack" in op for op in changed), changed
-    assert simple_pages(lab.server.served(), before) == {}  # no resolution: files only
+    pages = simple_pages(lab.server.served(), before)
+    # no resolution of the stack: files only. uv, the installer, is pinned by name and hash: its one page.
+    assert pages == {"/pypi/simple/uv/": 1}, pages
     lines = (h.root / VENV.lstrip("/") / "radeonlab-lock.txt").read_text()
     assert f"torch @ {lab.server.url}" in lines and "--hash=sha256:" in lines
     assert "amd-torch-device-gfx1100 @ " in lines and "gfx1201" not in lines
 
 
+def test_the_pip_fallback_installs_the_same_locked_files_without_uv(lab: Lab) -> None:
+    h = lab.sandbox.create_host(
+        "fd-1100p", card="rx7900xtx", data={**lab.data, "python_stack_installer": "pip"}
+    )
+    run = run_deploy(lab.sandbox, [h])
+    assert run.returncode == 0, run.stderr[-5000:]
+    lab.seconds["pip"] = run.seconds
+    changed = run.changed_ops(h.name)
+    assert any("Install the hash-locked stack" in op for op in changed), changed
+    assert not [op for op in changed if re.search(r"\buv\b", op)], changed
+    freeze = h.exec(f"{VENV}/bin/pip freeze", user="lab").stdout
+    assert "uv==" not in freeze and not (h.root / VENV.lstrip("/") / "bin" / "uv").exists()
+    by_uv = lab.sandbox.hosts["fd-1100b"].exec(f"{VENV}/bin/pip freeze --exclude uv", user="lab")
+    assert sorted(freeze.splitlines()) == sorted(by_uv.stdout.splitlines())  # the lock's files, by URL
+    # one fresh host, same card, same lock: the whole deploy, once each (a measurement, not a goal)
+    print(f"\nfresh rx7900xtx host's deploy: uv {lab.seconds.get('uv', 0):.1f}s, pip {run.seconds:.1f}s")
+
+
+def test_the_stack_install_alone_pip_vs_uv_and_a_reinstall_from_uvs_cache_downloads_nothing(lab: Lab) -> None:
+    """On the uv host, the role's locked install into a fresh venv, each once: pip without a cache, uv with
+    an empty cache, uv with the cache the deploy left (python_stack_uv_cache_dir): that one reads nothing
+    from the index (links from the cache)."""
+    h = lab.sandbox.hosts["fd-1100b"]
+    lock = f"{VENV}/radeonlab-lock.txt"
+    hashed = f"--require-hashes --no-deps -r {lock}"
+    runs = {
+        "pip": f"python3 -m venv /tmp/m-pip && /tmp/m-pip/bin/pip install -q --no-cache-dir {hashed}",
+        "uv, empty cache": f"python3 -m venv /tmp/m-uv1 && {VENV}/bin/uv pip install -q --python "
+        f"/tmp/m-uv1/bin/python --cache-dir /tmp/m-uv-cache {hashed}",
+        "uv, the deploy's cache": f"python3 -m venv /tmp/m-uv2 && {VENV}/bin/uv pip install -q --python "
+        f"/tmp/m-uv2/bin/python --cache-dir /home/lab/.cache/uv {hashed}",
+    }
+    seconds, served = {}, {}
+    for what, command in runs.items():
+        before = lab.server.served()
+        start = time.monotonic()
+        done = h.exec(command, user="lab", timeout=900)
+        seconds[what] = time.monotonic() - start
+        assert done.returncode == 0, (what, done.stderr[-2000:])
+        served[what] = sum(
+            s.requests - before.get(p, web.Served()).requests
+            for p, s in lab.server.served().items()
+            if p.startswith("/pypi/files/")
+        )
+    assert served["pip"] > 0 and served["uv, empty cache"] > 0, served
+    assert served["uv, the deploy's cache"] == 0, served
+    print("\nthe locked stack into a fresh venv: " + ", ".join(f"{k} {v:.1f}s" for k, v in seconds.items()))
+
+
 def test_one_changed_byte_in_a_served_file_fails_the_next_host_in_one_line_and_keeps_nothing(
     lab: Lab,
 ) -> None:
+    """The same refusal under uv (the default) and under the pip fallback, two fresh hosts in one run: one
+    line each, naming the file, its host and both hashes, and nothing of that install kept."""
     served = lab.index.root / "files" / "peft-0.18.1-py3-none-any.whl"
     original = served.with_suffix(".orig")
     os.replace(served, original)  # the served file is a hard link into the shared cache: never write to it
@@ -142,20 +201,32 @@ def test_one_changed_byte_in_a_served_file_fails_the_next_host_in_one_line_and_k
         changed = bytearray(original.read_bytes())
         changed[len(changed) // 2] ^= 0xFF
         served.write_bytes(changed)
-        h = lab.sandbox.create_host("fd-1100c", card="rx7900xtx", data=lab.data)
-        run = run_deploy(lab.sandbox, [h])
+        by_uv = lab.sandbox.create_host("fd-1100c", card="rx7900xtx", data=lab.data)
+        by_pip = lab.sandbox.create_host(
+            "fd-1100d", card="rx7900xtx", data={**lab.data, "python_stack_installer": "pip"}
+        )
+        run = run_deploy(lab.sandbox, [by_uv, by_pip])
     finally:
         served.unlink(missing_ok=True)
         os.replace(original, served)
     assert run.returncode != 0
+    stderr = re.sub(r"\x1b\[[0-9;]*m", "", run.stderr)
     said = [
-        ln for ln in run.stderr.splitlines() if "radeonlab: hash mismatch: peft-0.18.1-py3-none-any.whl" in ln
+        ln for ln in stderr.splitlines() if "radeonlab: hash mismatch: peft-0.18.1-py3-none-any.whl" in ln
     ]
-    assert len(said) == 1, run.stderr[-3000:]
     locked = next(p.sha256 for p in lab.lock.pins if p.name == "peft")
-    assert f"expected sha256 {locked}, received {hashlib.sha256(changed).hexdigest()}" in said[0]
-    assert "THESE PACKAGES DO NOT MATCH" not in run.stderr  # pip's own block is not shown
-    assert h.exec(f"{VENV}/bin/pip freeze", user="lab").stdout.strip() == ""  # nothing of that install
+    for h in (by_uv, by_pip):
+        mine = [ln for ln in said if f"[{h.name}]" in ln]
+        assert len(mine) == 1, (h.name, stderr[-3000:])
+        assert f" from {urlsplit(lab.server.url).netloc}: expected sha256 {locked}, received " in mine[0]
+        assert f"expected sha256 {locked}, received {hashlib.sha256(changed).hexdigest()}" in mine[0]
+        # nothing of that install: only uv, the installer, installed by its own step before it (uv's host)
+        assert h.exec(f"{VENV}/bin/pip freeze --exclude uv", user="lab").stdout.strip() == ""
+    assert len(said) == 2, stderr[-3000:]
+    assert "THESE PACKAGES DO NOT MATCH" not in stderr  # pip's own block is not shown
+    assert "Hash mismatch for" not in stderr  # nor uv's
+    assert "uv==" in by_uv.exec(f"{VENV}/bin/pip freeze", user="lab").stdout
+    assert "uv==" not in by_pip.exec(f"{VENV}/bin/pip freeze", user="lab").stdout
 
 
 def test_torch_without_its_targets_device_package_fails_verify_in_one_line_and_a_deploy_repairs_it(

@@ -142,7 +142,10 @@ def test_every_host_installed_torch_from_the_cache(lab: Lab) -> None:
     )  # pip asks for "+" as %2B
     # Sandbox hosts share the machine's network namespace, so every request comes from 127.0.0.1: count
     # them instead. Three successful downloads of the torch wheel from the cache = one per host.
-    fetched = [line for line in log.splitlines() if f"GET /files/{torch_name} " in line and '" 200 ' in line]
+    names = (torch_name, torch_name.replace("%2B", "+"))  # uv asks for "+" as is
+    fetched = [
+        ln for ln in log.splitlines() if any(f"GET /files/{n} " in ln for n in names) and '" 200 ' in ln
+    ]
     assert len(fetched) == len(lab.hosts), log[-3000:]
     for h in lab.hosts.values():
         record = json.loads((h.root / "etc/radeonlab/host.json").read_text())
@@ -186,9 +189,9 @@ def test_installs_use_require_hashes_with_the_hosts_lines_of_the_lock(lab: Lab) 
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     output = (done.stdout + done.stderr).splitlines()
-    shown = [ln for ln in output if "radeonlab-pip-locked.py" in ln and " -m pip install " in ln]
-    assert shown, (done.stdout + done.stderr)[-3000:]
-    for flag in ("-m pip install", "--require-hashes", "--no-deps", f"-r {VENV}/radeonlab-lock.txt"):
+    shown = [ln for ln in output if "radeonlab-pip-locked.py" in ln and "/bin/uv pip install " in ln]
+    assert shown, (done.stdout + done.stderr)[-3000:]  # python_stack_installer: uv, the default
+    for flag in ("uv pip install", "--require-hashes", "--no-deps", f"-r {VENV}/radeonlab-lock.txt"):
         assert flag in shown[0], (flag, shown[0])
     assert "trl==0.24.0" in other.exec(f"{VENV}/bin/pip freeze", user="lab").stdout
     for name, h in lab.hosts.items():  # each host's own lines: its GPU's device package, its extras
@@ -224,6 +227,8 @@ def _cache_answer(lab: Lab, wheel: Path) -> tuple[int, str]:
 def test_a_changed_wheel_on_the_cache_fails_the_next_install_in_one_line_until_restored(lab: Lab) -> None:
     other = lab.hosts["wc-2"]
     other.exec(f"{VENV}/bin/pip uninstall -y -q {TAMPERED}", user="lab")  # so its next run installs again
+    # ... from the cache host: uv would otherwise link the copy it verified before from its own cache
+    other.exec(f"{VENV}/bin/uv cache clean -q --cache-dir /home/lab/.cache/uv {TAMPERED}", user="lab")
     before = other.exec(f"{VENV}/bin/pip freeze", user="lab").stdout
     wheel = _cache_file(lab, TAMPERED)
     locked = json.loads((wheel.parent.parent / ".lock-hashes.json").read_text())[wheel.name]

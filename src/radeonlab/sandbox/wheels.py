@@ -133,6 +133,7 @@ def lock_inputs() -> dict[str, object]:
         "llamafactory_version": DEFAULTS["llamafactory_version"],
         "python_stack_requirements": list(DEFAULTS["python_stack_requirements"]),
         "extras": extras_pins(),
+        "uv": DEFAULTS["python_stack_uv_version"],  # the hosts' installer (python_stack_installer: uv)
         "target": [TARGET_PYTHON_VERSION, TARGET_ABI, TARGET_ARCH, list(TARGET_GLIBC)],
     }
 
@@ -199,6 +200,7 @@ def relock(path: Path = LOCK_FILE, fresh: bool = False) -> int:
         keep = [] if fresh else _keep_constraints(path, Path(tmp, "keep.txt"), reqs)
         _pip_download(dest, ["--find-links", str(links), *keep, *reqs])
         _pip_download(dest, ["--no-deps", f"llamafactory=={DEFAULTS['llamafactory_version']}"])
+        _pip_download(dest, ["--no-deps", f"uv=={DEFAULTS['python_stack_uv_version']}"])  # PyPI's, as is
         pins, downloaded = [], 0
         for f in sorted(dest.iterdir()):
             if f.name == torch.name:

@@ -14,6 +14,7 @@ from pyinfra import host, state
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
 from pyinfra.facts.deb import DebPackages
+from pyinfra.facts.files import Directory
 from pyinfra.facts.server import Home, LinuxDistribution
 from pyinfra.operations import apt, files, pip, python, server
 
@@ -110,8 +111,10 @@ def install_python_stack(stack: StackChoice, sources: Mapping[str, Any] | None =
         plan.extras_pins(data)  # a name without a pinned version stops here, before anything changes
         plan.torch_request(data, rocm_version, targets)  # so does what the torch source cannot serve
         choice, python_minor = _python_choice(data)
+        installer = plan.installer(data)
     except ValueError as e:
         raise DeployError(f"{host.name}: {e}") from None
+    uv_cache = plan.expand_home(str(data["python_stack_uv_cache_dir"]), paths.home)
     key = stack_lock.lock_key(data, rocm_version, python_minor)
     path = stack_lock.lock_path(data, key, run_dir())
     lock = stack_lock.parse_lock(path.read_text(), key) if path.exists() else None
@@ -165,8 +168,9 @@ def install_python_stack(stack: StackChoice, sources: Mapping[str, Any] | None =
         mode="644",
         **as_root(),
     )
-    install = [paths.python, runner, paths.python, "-m", "pip", "install", "--require-hashes", "--no-deps"]
-    install += ["--disable-pip-version-check", *index_args]
+    install = plan.install_command(installer, paths.venv, runner, uv_cache, index_args)
+    if installer == "uv":
+        _install_uv(paths, data, index_args, as_user)
     if lock is not None and stack_lock.covers(lock, data, targets, extras):
         _install_locked(paths, lock, lock.for_host(targets, extras), install, indexes, as_user)
         return
@@ -195,6 +199,34 @@ def _index_args(data: dict[str, Any], rocm_version: str) -> tuple[list[str], lis
         args += ["--find-links", str(link)]
         indexes.append(str(link))
     return args, indexes
+
+
+def _install_uv(
+    paths: StackPaths, data: dict[str, Any], index_args: list[str], as_user: dict[str, Any]
+) -> None:
+    """uv into the venv, by the venv's pip from one hash-pinned wheel (python_stack_uv_version and _sha256)
+    through the stack's own index (the lab wheel cache serves it beside the lock). Only when the venv
+    lacks that version (fact InstalledDistributions)."""
+    version = str(data["python_stack_uv_version"])
+    if host.get_fact(Directory, path=f"{paths.venv}/bin"):  # no venv yet: nothing to ask its python
+        installed = host.get_fact(InstalledDistributions, python=paths.python, names=["uv"], **as_user)
+        if installed.get("uv") == version:
+            return
+    pin = f"{paths.venv}/radeonlab-uv.txt"
+    files.put(
+        name=f"Write uv's hash pin ({version})",
+        src=io.StringIO(plan.uv_pin_line(data) + "\n"),
+        dest=pin,
+        user=paths.user,
+        group=paths.group,
+        mode="644",
+        **as_root(),
+    )
+    command = [paths.python, "-m", "pip", "install", "--require-hashes", "--no-deps", "--quiet"]
+    command += ["--disable-pip-version-check", *index_args, "-r", pin]
+    server.shell(
+        name=f"Install uv {version} from its hash-pinned wheel", commands=[shlex.join(command)], **as_user
+    )
 
 
 def _install_locked(

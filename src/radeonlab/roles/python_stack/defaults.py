@@ -203,6 +203,20 @@ DEFAULTS: dict[str, Any] = {
         "nltk": "3.10.4",
         "rouge-chinese": "1.0.3",
     },
+    # What installs the hash lock on the hosts: "uv" (Astral's installer, a Rust binary: downloads in
+    # parallel and links from its cache, `uv pip install --require-hashes --no-deps`, same lock, same
+    # refusal of a changed file) or "pip" (the venv's own pip: the fallback, e.g. where uv's wheel has no
+    # build for the host's platform). The lab's lock is resolved with pip either way (firstlock.py).
+    "python_stack_installer": "uv",
+    # uv is installed into the venv by its pip from one hash-pinned wheel, through the same index as the
+    # stack (python_stack_index_url, or the lab wheel cache): PyPI's uv 0.13.9 (newest release on
+    # 2026-12-05), file uv-0.13.9-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl, sha256 as PyPI
+    # serves it (pip download uv==0.13.9 --no-deps, sha256sum). Another platform: override both keys.
+    "python_stack_uv_version": "0.13.9",
+    "python_stack_uv_sha256": "d7f459fe4fd247d830351c75686d3996ace3c6f3f728eb0e85a30b7ada0cef19",
+    # uv's cache (UV_CACHE_DIR) on the host, "~" the training user's home: kept between deploys, so a
+    # re-install of a locked file links it from here instead of downloading and unpacking it again.
+    "python_stack_uv_cache_dir": "~/.cache/uv",
     # true: the lab's lock of this stack is resolved again from the indexes and rewritten (once per run; the
     # other hosts of the run add their lines to the new one). A lock committed in the repository is never
     # rewritten.

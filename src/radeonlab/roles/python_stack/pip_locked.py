@@ -1,8 +1,9 @@
 """Runs on a workstation (python3, standard library only): a locked pip install that fails in one line.
 
     python3 pip_locked.py PIP ARGS... --require-hashes --no-deps -r LOCK
+    python3 pip_locked.py VENV/bin/uv pip install ARGS... --require-hashes --no-deps -r LOCK
 
-Runs the pip command it is given (the lock's path is the value of its `-r`). pip refuses a file whose
+Runs the pip (or uv) command it is given (the lock's path is the value of its `-r`). pip refuses a file whose
 sha256 differs from the lock, but says so in several lines among its progress output. Here its output is
 kept back; on success a one-line summary is printed, on a refused file one line per file on stderr:
 
@@ -11,11 +12,14 @@ kept back; on success a one-line summary is printed, on a refused file one line 
 
 A lab wheel cache that refuses to serve a file that no longer matches its own lock (HTTP 409) is reported
 the same way, with the hash it says it holds. Any other failure: pip's last lines, unchanged.
-pip downloads and checks every file before installing any, so a refused file leaves the venv as it was.
+pip downloads and checks every file before installing any, so a refused file leaves the venv as it was;
+so does uv (it prepares every file, hash-checked, before it installs one). uv's wording is read too.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import subprocess
 import sys
@@ -32,6 +36,18 @@ _GOT = re.compile(r"^\s+Got\s+(?P<sha>[0-9a-f]{64})")
 _HTTP = re.compile(r"HTTP error (?P<code>\d{3}) while getting (?P<url>\S+)")
 _RECEIVED = re.compile(r"received ([0-9a-f]{64})")
 _LOCK_LINE = re.compile(r"^(?P<name>[A-Za-z0-9._-]+)==(?P<version>\S+) --hash=sha256:(?P<sha>[0-9a-f]{64})")
+# uv 0.13: "  cause: Hash mismatch for `idna @ http://h:p/files/idna-3.20-py3-none-any.whl`" (or `idna==3.20`
+# for a line by name), then "Expected:" and "Computed:", each followed by a "sha256:<hex>" line.
+_UV_MISMATCH = re.compile(r"Hash mismatch for `(?P<req>[^`]+)`")
+_UV_SHA = re.compile(r"^\s+sha256:(?P<sha>[0-9a-f]{64})\s*$")
+# uv 0.13: "  cause: HTTP status client error (409 Conflict) for url (http://h:p/files/x.whl)"
+_UV_HTTP = re.compile(r"HTTP status client error \((?P<code>\d{3})[^)]*\) for url \((?P<url>[^)\s]+)\)")
+# uv 0.13 unpacks a wheel while it downloads and hashes it: a changed byte can stop it at the zip's own check
+# first ("Failed to extract archive" ... "Bad CRC"), before the hash is compared. The runner then hashes the
+# file itself (by its URL in the lock) to say the same one line.
+_UV_FAILED = re.compile(
+    r"Failed to (?:download|read) `(?P<req>[^`]+ @ (?P<url>[^`\s]+))`\n\s+cause: Failed to extract"
+)
 TAIL = 15  # lines of pip's output shown for a failure that is not about hashes
 
 
@@ -66,6 +82,57 @@ def mismatch_lines(output: str) -> list[str]:
     return lines
 
 
+def uv_mismatch_lines(output: str, index_host: str = "the index") -> list[str]:
+    """uv's hash-mismatch error -> one line per refused file. A line by URL names the file and its host;
+    a line by name (`peft==0.18.1`) the requirement and the index it came through (`index_host`)."""
+    lines = []
+    for m in _UV_MISMATCH.finditer(output):
+        req = m["req"]
+        name, host = file_and_host(req.split(" @ ", 1)[1]) if " @ " in req else (req, index_host)
+        shas = [s["sha"] for raw in output[m.end() :].splitlines() if (s := _UV_SHA.match(raw))][:2]
+        if len(shas) == 2:
+            lines.append(
+                f"radeonlab: hash mismatch: {name} from {host}: expected sha256 {shas[0]}, received "
+                f"{shas[1]}; nothing from this install was installed"
+            )
+    return lines
+
+
+def unpack_failure_lines(output: str, lock_text: str, digest=None) -> list[str]:
+    """uv's unpack failure of a file locked by URL -> the one hash-mismatch line, when the served file's
+    sha256 (`digest(url)`, fetched again here) differs from the lock's; nothing otherwise."""
+    digest = digest or _sha256_of
+    lines = []
+    for m in _UV_FAILED.finditer(output):
+        expected = next(
+            (h for raw in lock_text.splitlines() if m["url"] in raw and (h := _hash_of(raw))), None
+        )
+        got = digest(m["url"])
+        if expected and got and got != expected:
+            name, host = file_and_host(m["url"])
+            lines.append(
+                f"radeonlab: hash mismatch: {name} from {host}: expected sha256 {expected}, received {got}; "
+                "nothing from this install was installed"
+            )
+    return lines
+
+
+def _hash_of(line: str) -> str | None:
+    m = re.search(r"--hash=sha256:([0-9a-f]{64})", line)
+    return m.group(1) if m else None
+
+
+def _sha256_of(url: str) -> str | None:
+    try:
+        with urllib.request.urlopen(url, timeout=60) as answer:
+            h = hashlib.sha256()
+            for block in iter(lambda: answer.read(1 << 20), b""):
+                h.update(block)
+            return h.hexdigest()
+    except OSError:
+        return None
+
+
 def locked_sha(lock_text: str, wheel: str) -> str | None:
     """The lock's sha256 for a wheel file name (its name and version)."""
     name, version = (wheel.split("-") + ["", ""])[:2]
@@ -81,7 +148,7 @@ def refusal_lines(output: str, lock_text: str, fetch=None) -> list[str]:
     the hash the cache says it holds (from its answer's body) and the one the lock expects."""
     fetch = fetch or _fetch_body
     seen, lines = set(), []
-    for m in _HTTP.finditer(output):
+    for m in [*_HTTP.finditer(output), *_UV_HTTP.finditer(output)]:
         if m["code"] != "409" or m["url"] in seen:
             continue
         seen.add(m["url"])
@@ -110,14 +177,20 @@ def main(argv: list[str]) -> int:
         print("pip_locked.py: give pip --require-hashes and -r LOCK", file=sys.stderr)
         return 2
     lock = argv[argv.index("-r") + 1]
-    done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # uv wraps its error report at $COLUMNS (a long URL splits over two lines): read here, one line each
+    env = {**os.environ, "COLUMNS": "100000"}
+    done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     if done.returncode == 0:
-        installed = [line for line in done.stdout.splitlines() if line.startswith("Successfully installed")]
+        said = ("Successfully installed", "Installed ")  # pip's summary; uv's "Installed 3 packages in 9ms"
+        installed = [line for line in done.stdout.splitlines() if line.startswith(said)]
         print(installed[-1] if installed else "nothing to install")
         return 0
     with open(lock) as f:
         lock_text = f.read()
-    lines = mismatch_lines(done.stdout) or refusal_lines(done.stdout, lock_text)
+    index = argv[argv.index("--index-url") + 1] if "--index-url" in argv[:-1] else ""
+    uv_lines = uv_mismatch_lines(done.stdout, file_and_host(index)[1] if index else "the default index")
+    lines = mismatch_lines(done.stdout) or uv_lines or refusal_lines(done.stdout, lock_text)
+    lines = lines or unpack_failure_lines(done.stdout, lock_text)
     if not lines:
         lines = done.stdout.rstrip().splitlines()[-TAIL:]
     for line in lines:

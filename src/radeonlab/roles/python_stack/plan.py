@@ -191,3 +191,42 @@ def extras_pins(data: Mapping[str, Any]) -> list[str]:
             )
         pins.append(f"{found[0]}=={found[1]}")
     return pins
+
+
+INSTALLERS = ("uv", "pip")
+
+
+def installer(data: Mapping[str, Any]) -> str:
+    """python_stack_installer, checked: "uv" or "pip" (ValueError, one line, for anything else)."""
+    name = str(data.get("python_stack_installer", "uv")).strip().lower()
+    if name not in INSTALLERS:
+        raise ValueError(f"python_stack_installer must be one of {', '.join(INSTALLERS)}, not {name!r}")
+    return name
+
+
+def uv_pin_line(data: Mapping[str, Any]) -> str:
+    """uv's own hash-pinned requirement line (python_stack_uv_version, python_stack_uv_sha256)."""
+    return f"uv=={data['python_stack_uv_version']} --hash=sha256:{data['python_stack_uv_sha256']}"
+
+
+def install_command(
+    installer_name: str, venv: str, runner: str, uv_cache: str, index_args: list[str]
+) -> list[str]:
+    """The locked install's command, `-r LOCK` excluded, run through the runner (pip_locked.py: one line
+    per refused file). Both installers get --require-hashes --no-deps: exactly the locked files, or none.
+    uv installs into the venv's interpreter (--python) with its cache at uv_cache (the training user's)."""
+    python = f"{venv}/bin/python"
+    if installer_name == "pip":
+        command = [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "--require-hashes",
+            "--no-deps",
+            "--disable-pip-version-check",
+        ]
+    else:
+        command = [f"{venv}/bin/uv", "pip", "install", "--require-hashes", "--no-deps", "--python", python]
+        command += ["--cache-dir", uv_cache, "--no-progress"]
+    return [python, runner, *command, *index_args]

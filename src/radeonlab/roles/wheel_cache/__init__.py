@@ -73,10 +73,13 @@ def _serve_cache(data: dict[str, Any], chosen: StackChoice, stack_of: Callable[[
     names = sorted({stack_plan.normalize(str(n)) for extras in extras_per_host for n in extras or []})
     try:  # every host's extras and GPU targets: the cache serves the whole lab, from the stack's lock
         plan.lab_extras(stack, extras_per_host)
+        with_uv = stack_plan.installer(stack) == "uv"
         lock = stack_lock.load_lock(stack, rocm_version, pyver, names, str(pyinfra_state.cwd or os.getcwd()))
     except ValueError as e:
         raise DeployError(f"{host.name}: {e}") from None
     lab_lock = lock.text(lock.for_host(upstream.targets, names))
+    if with_uv:  # the hosts' installer comes through the cache too, hash-pinned
+        lab_lock += stack_plan.uv_pin_line(stack) + "\n"
     digest = plan.lock_digest(lab_lock, upstream, pyver)
     cache_dir = str(data["wheel_cache_dir"]).rstrip("/")
     try:
