@@ -42,6 +42,7 @@ ACCEPTED: dict[str, str] = {
     "python3 to compare versions; the playbook installs it",
     "pip uv": "the installer radeonlab installs the hash lock with (python_stack_installer: uv, the default, "
     "itself hash-pinned); the playbook installs the same lock with pip",
+    "record package uv": "the same installer, as the host record's package list shows it",
     PIN: "pyinfra renders templates with Jinja's keep_trailing_newline, Ansible's template module restores "
     "only as many trailing newlines as the template source has: roles/rocm's apt-pin.j2 ends with a value "
     "that ends in a newline, so pyinfra's file has one more, empty, last line (apt ignores it)",
@@ -107,6 +108,7 @@ def test_the_comparison_sees_what_matters(pairs: Pairs) -> None:
     record = state["file /etc/radeonlab/host.json"]
     assert '"gfx": "gfx1031"' in record and '"cpu_build": true' in record, record
     assert state["pip torch"].startswith("2.14.0") and state["pip llamafactory"] == "0.9.5"
+    assert state["record package torch"] == state["pip torch"], state  # the record's packages, one by one
     meta = repos.coresdk_packages(settings(theirs.inventory_entry()["data"]), ["gfx1031"])[0]
     installed = [v for k, v in state.items() if k.startswith(f"package {meta}:")]
     assert installed and installed[0].endswith("ii"), meta  # the ROCm package for the card's own target

@@ -40,9 +40,10 @@ def role_files(data: Mapping[str, Any]) -> list[str]:
 
 
 def stable_record(text: str, host_name: str) -> str:
-    """The host record without its volatile fields (written_at, vram_used), host name normalised."""
+    """The host record without its volatile fields (written_at, vram_used) and its venv's packages (compared
+    one by one: host_state's `record package NAME`), host name normalised."""
     record = json.loads(text)
-    record = {k: v for k, v in record.items() if k not in rec.VOLATILE_TOP}
+    record = {k: v for k, v in record.items() if k not in rec.VOLATILE_TOP and k != "packages"}
     record["gpus"] = [{k: v for k, v in g.items() if k not in rec.VOLATILE_GPU} for g in record["gpus"]]
     record["host"] = HOST if record.get("host") == host_name else record.get("host")
     return json.dumps(record, indent=1, sort_keys=True)
@@ -73,6 +74,9 @@ def host_state(host: SandboxHost) -> dict[str, str]:
         + "\n"
         + stable_record((host.root / record_path.lstrip("/")).read_text(), host.name)
     )
+    # the record's packages one by one, so that one accepted difference (the installer) hides nothing else
+    recorded = json.loads((host.root / record_path.lstrip("/")).read_text()).get("packages", {})
+    state.update({f"record package {name.lower()}": str(version) for name, version in recorded.items()})
     for folder in (venv.rsplit("/", 1)[0], jobs, record_path.rsplit("/", 1)[0]):
         state[f"folder {folder}"] = _stat(host, folder)
     state[f"groups {user}"] = " ".join(sorted(host.exec(["id", "-nG", user]).stdout.split()))

@@ -84,10 +84,11 @@ def wanted(nbytes: int) -> bool:
 def control_dir() -> str:
     """This command's private folder for the ControlMaster sockets (0700, removed at exit)."""
     with _lock:
-        if _state["dir"] is None:
-            _state["dir"] = tempfile.mkdtemp(prefix="radeonlab-ssh-")  # mkdtemp makes it 0700
-            os.chmod(_state["dir"], 0o700)
-        return _state["dir"]
+        folder = _state["dir"]
+        if folder is None:
+            folder = _state["dir"] = tempfile.mkdtemp(prefix="radeonlab-ssh-")  # mkdtemp makes it 0700
+            os.chmod(folder, 0o700)
+        return folder
 
 
 def ssh_argv(
