@@ -241,10 +241,16 @@ def _named_only_in_the_block(w: Work) -> None:
     w.spec.write_text("\n".join(lines) + "\n")
 
 
+def _dataset_as_a_yaml_list(w: Work) -> None:
+    _set(w, {"dataset": "[demo, demo]", "lora_target": "[q_proj, v_proj]"})
+
+
 # Valid forms a check once refused: `datasets` (4.0.0, pyarrow 26) loads JSON Lines after a UTF-8 BOM and CSV
 # whose header starts with one; a spec may name its datasets only in the radeonlab block (render then sets
-# `dataset` from it: jobs/plan/render.py).
+# `dataset` from it: jobs/plan/render.py); LLaMA-Factory's split_arg reads a YAML list of names as it reads
+# the comma-separated text (jobs/spec/load.py COMMA_KEYS).
 VALID_FORMS: dict[str, Callable[[Work], None]] = {
+    "dataset-and-lora-target-as-yaml-lists": _dataset_as_a_yaml_list,
     "bom-before-json-lines": _bom_json_lines,
     "bom-before-a-csv-header": _bom_csv,
     "dataset-named-only-in-the-radeonlab-block": _named_only_in_the_block,
@@ -540,9 +546,7 @@ TYPE_ROWS: dict[str, tuple[dict[str, str], str]] = {
     "warmup-steps-in-percent": ({"warmup_steps": "10%"}, "(fix: warmup_ratio: 0.1 instead of warmup_steps"),
     "bool-quoted": ({"bf16": "'yes'"}, "`bf16` needs true or false, got yes (fix: bf16: true (unquoted"),
     "bool-as-number": ({"bf16": "1"}, "`bf16` needs true or false, got 1 (fix: bf16: true)"),
-    "dataset-as-list": ({"dataset": "[demo, demo]"},
-                        "`dataset` needs a str, got list ['demo', 'demo'] (fix: one comma-separated "
-                        "text: dataset: demo, demo)"),
+    "lora-target-list-of-numbers": ({"lora_target": "[1, 2]"}, "`lora_target` needs a str, got list [1, 2]"),
     "number-as-one-item-list": ({"learning_rate": "[1.0e-4]"}, "(fix: one value, not a list: learning_rate: "
                                 "0.0001)"),
 }  # fmt: skip

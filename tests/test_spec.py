@@ -204,3 +204,16 @@ def test_every_ladder_of_the_runner_can_be_switched_off(tmp_path: Path) -> None:
     spec = load(write(tmp_path, f"model_name_or_path: m\nradeonlab:\n  remedies:\n{body}"))
     assert spec.block_problems == [] and set(LADDERS) == {"nan", "oom", "gpu_reset"}
     assert all(not spec.radeonlab.remedies[name].enabled for name in LADDERS)
+
+
+def test_a_yaml_list_of_names_is_read_as_llamafactorys_comma_separated_text(tmp_path: Path) -> None:
+    """split_arg takes both forms: every reader of the spec sees the one text; the rest stays for check."""
+    from radeonlab.jobs.spec.load import parse_text
+
+    spec = parse_text(
+        "dataset: [alpaca_en_demo, identity]\nlora_target: [q_proj]\neval_dataset: [1, 2]\n"
+        "additional_target: ['a,b', c]\n",
+        tmp_path / "spec.yaml",
+    )
+    assert spec.train["dataset"] == "alpaca_en_demo,identity" and spec.train["lora_target"] == "q_proj"
+    assert spec.train["eval_dataset"] == [1, 2] and spec.train["additional_target"] == ["a,b", "c"]

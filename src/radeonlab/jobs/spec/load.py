@@ -262,6 +262,23 @@ def _lines(node: yaml.MappingNode, prefix: str = "") -> dict[str, int]:
     return out
 
 
+# The keys LLaMA-Factory reads through split_arg, which takes a comma-separated text or a YAML list alike
+# (llamafactory 0.9.5 hparams/data_args.py:148-154, finetuning_args.py:561-573): a list of names is read here
+# as the one text every reader of the spec (uploads, estimate, render) takes; the host's config gets the text.
+COMMA_KEYS = ("dataset", "eval_dataset", "lora_target", "additional_target", "freeze_trainable_modules",
+              "freeze_extra_modules", "oft_target", "galore_target", "apollo_target")  # fmt: skip
+
+
+def _comma_joined(train: dict[str, Any]) -> dict[str, Any]:
+    """train with each COMMA_KEYS list of names joined by commas (other values untouched: check judges)."""
+    joined = dict(train)
+    for key in COMMA_KEYS:
+        value = joined.get(key)
+        if isinstance(value, list) and value and all(isinstance(v, str) and "," not in v for v in value):
+            joined[key] = ",".join(v.strip() for v in value)
+    return joined
+
+
 def parse_text(text: str, path: Path) -> Spec:
     """Load a spec from its text (path: where it lives, for messages and relative paths)."""
     file = str(path)
@@ -295,7 +312,7 @@ def parse_text(text: str, path: Path) -> Spec:
     block_raw = data.pop(BLOCK_KEY, None)
     problems: list[tuple[int, str]] = []
     block = parse_block(block_raw, lines, problems)
-    return Spec(path=path, train=data, radeonlab=block, lines=lines, block_problems=problems)
+    return Spec(path=path, train=_comma_joined(data), radeonlab=block, lines=lines, block_problems=problems)
 
 
 def _value(raw: str) -> Any:
@@ -330,7 +347,7 @@ def with_overrides(spec: Spec, pairs: list[str]) -> Spec:
         except SpecError as err:  # an alias bomb or a self-containing value typed on the command line
             raise InputError(f"override {pair!r}: {err.message}") from None
     typed = {p.partition("=")[0].strip(): p.partition("=")[2] for p in pairs}
-    return dataclasses.replace(spec, train=train, overrides={**spec.overrides, **typed})
+    return dataclasses.replace(spec, train=_comma_joined(train), overrides={**spec.overrides, **typed})
 
 
 def load(path: str | os.PathLike[str]) -> Spec:

@@ -14,9 +14,8 @@ text, use true or false) apply where no fix fits the key better. Where each fitt
 - `2k` for a token length: 2048 (a `k` of tokens is 1024 in model context sizes); `8bit` for
   quantization_bit: 8;
 - `all` / `none` for a count that is null by default: null (no limit) is the default, remove the key;
-- a YAML list for a key LLaMA-Factory splits at commas (llamafactory 0.9.5 hparams/data_args.py:148-154 and
-  finetuning_args.py:561-573, split_arg): one comma-separated text, the form radeonlab's uploads read
-  (jobs/plan/uploads.py); a one-item list for a number: the number.
+- a YAML list for a key LLaMA-Factory splits at commas whose items are not plain names (the loader joins a
+  list of names: load.py COMMA_KEYS): one comma-separated text; a one-item list for a number: the number.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ import re
 from typing import Any
 
 from radeonlab.jobs.spec import lf_args
+from radeonlab.jobs.spec.load import COMMA_KEYS
 from radeonlab.jobs.spec.problems import ERROR, Problem, show_value
 
 STEP_FRACTION_KEYS = ("save_steps", "eval_steps", "logging_steps")
@@ -35,8 +35,6 @@ SIBLING_FOR_FRACTION = {
     "max_steps": ("num_train_epochs", "a fraction of the data is num_train_epochs (max_steps counts steps)"),
 }
 TOKEN_KEYS = ("cutoff_len", "max_new_tokens", "max_length", "model_max_length", "generation_max_length")
-COMMA_KEYS = ("dataset", "eval_dataset", "lora_target", "additional_target", "freeze_trainable_modules",
-              "freeze_extra_modules", "oft_target", "galore_target", "apollo_target")  # fmt: skip
 DEEPSPEED_AUTO = "`auto` is DeepSpeed config syntax (its JSON takes it from these keys), not a value here"
 TRUE_WORDS, FALSE_WORDS = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 _STEPS_NOTE = " (below 1 transformers reads it as a fraction of the total steps: TrainerState.compute_steps)"
