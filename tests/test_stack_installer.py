@@ -39,6 +39,8 @@ def test_the_uv_install_command_is_uv_pip_with_hashes_into_the_venv_with_its_cac
     assert cmd[cmd.index("--python") + 1] == "/h/v/bin/python"  # the venv, not uv's own choice
     assert cmd[cmd.index("--cache-dir") + 1] == "/h/.cache/uv"  # kept between deploys: re-installs link
     assert cmd[-2:] == INDEX and "--disable-pip-version-check" not in cmd
+    # no uv.toml found from the working folder (root's home in a root deploy, unreadable to the training user)
+    assert "--no-config" in cmd
 
 
 def test_the_pip_install_command_is_unchanged_pip() -> None:
