@@ -229,7 +229,7 @@ def install_command(
     else:
         command = [f"{venv}/bin/uv", "pip", "install", "--require-hashes", "--no-deps", "--python", python]
         # --no-config: uv looks for uv.toml / pyproject.toml from the working folder up, which in a root
-        # deploy is root's home, unreadable to the training user (`failed to open file /root/uv.toml`); and
+        # deploy is root's home, unreadable to the training user (uv: `failed to open file .../uv.toml`); and
         # a stray config there must not change what a hash-locked install does.
         command += ["--cache-dir", uv_cache, "--no-progress", "--no-config"]
     return [python, runner, *command, *index_args]
