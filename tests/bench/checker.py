@@ -29,7 +29,7 @@ from typing import Any
 
 from radeonlab.sandbox import demodata
 from radeonlab.sandbox.demo import write_spec
-from tests.test_bad_inputs import ALIAS_BOMB, HUB_ENV, LOOP_BOMB
+from tests.test_bad_inputs import ALIAS_BOMB, HUB_ENV, LOOP_BOMB, _dev_zero, _fifo
 
 GOALS = {"wall_s": 2.0, "max_rss_mb": 200.0}  # at most, for any spec under 1 MB (issue 26 item 6)
 SPEC_LIMIT = 1 << 20  # the goal's "under 1 MB"
@@ -51,16 +51,6 @@ def _spec_text(folder: Path) -> str:
     spec = write_spec(folder, {"model_name_or_path": "Qwen/Qwen2.5-0.5B", "max_steps": 5})
     demodata.write_dataset(folder / "data")
     return spec.read_text()
-
-
-def _fifo(folder: Path) -> Path:
-    os.mkfifo(folder / "spec.yaml")
-    return folder / "spec.yaml"
-
-
-def _dev_zero(folder: Path) -> Path:
-    (folder / "spec.yaml").symlink_to("/dev/zero")
-    return folder / "spec.yaml"
 
 
 def _text(make: Callable[[str], str]) -> Callable[[Path], Path]:

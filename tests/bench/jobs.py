@@ -177,6 +177,21 @@ def bench_submit(host: SandboxHost, work: Path, env: Mapping[str, str], rounds: 
     }
 
 
+def hub_model(work: Path, model: str) -> tuple[Any, str, Any]:
+    """The SIMULATED Hub's catalog (the tiny model, and the bench model when asked: built once per machine),
+    the chosen model's repo id and its main revision."""
+    data = demodata.write_dataset(work / "data")
+    tiny = tinymodel.build_model(work / "tiny-llama", data)
+    larger = tinymodel.cached_model(data) if model == "bench" else None
+    catalog = sandbox_catalog(tiny, data.parent, bench_model=larger)
+    repo_id = HUB_MODELS[model]
+    repo = catalog.get("model", repo_id)
+    main = repo.resolve("main") if repo else None
+    if main is None:
+        raise RuntimeError(f"bench: the sandbox Hub has no {repo_id}")
+    return catalog, repo_id, main
+
+
 def bench_hub(
     host: SandboxHost,
     work: Path,
@@ -187,15 +202,7 @@ def bench_hub(
     """Issue 11's row: the same job twice on a public model of the SIMULATED Hub, over a SIMULATED link of
     `link_mbit_s`; the second finds the model in the host's shared cache. Submit-to-first-step of each, the
     bytes the Hub served for each, the model's size and the link rate."""
-    data = demodata.write_dataset(work / "data")
-    tiny = tinymodel.build_model(work / "tiny-llama", data)
-    larger = tinymodel.cached_model(data) if model == "bench" else None  # built once per machine
-    catalog = sandbox_catalog(tiny, data.parent, bench_model=larger)
-    repo_id = HUB_MODELS[model]
-    repo = catalog.get("model", repo_id)
-    main = repo.resolve("main") if repo else None
-    if main is None:
-        raise RuntimeError(f"bench: the sandbox Hub has no {repo_id}")
+    catalog, repo_id, main = hub_model(work, model)
     rate = round(link_mbit_s * 1_000_000 / 8)  # bytes per second
     spec = write_spec(work, {"model_name_or_path": repo_id, "max_steps": SUBMIT_STEPS}, name="hub.yaml")
     with spawn(catalog) as hub:

@@ -32,12 +32,10 @@ from radeonlab.jobs.fleet.probe import read_host
 from radeonlab.jobs.spec import hub as resolver
 from radeonlab.jobs.ssh.connection import connect
 from radeonlab.jobs.ssh.transfer import BLOCK
-from radeonlab.sandbox import demodata, tinymodel
 from radeonlab.sandbox.hosts import SandboxHost
 from radeonlab.sandbox.hub import spawn
-from radeonlab.sandbox.hubcatalog import sandbox_catalog
 from tests.bench.data import _open_raw
-from tests.bench.jobs import HUB_LINK_MBIT_S, HUB_MODELS, INVENTORY, cli
+from tests.bench.jobs import HUB_LINK_MBIT_S, INVENTORY, cli, hub_model
 
 ENDPOINT = "radeonlab_hf_endpoint"  # the inventory key `models pull` reads the Hub's address from
 RAW_COPY = "bench-raw-model.bin"  # the raw stream's file, in the receiving user's home
@@ -112,15 +110,7 @@ def bench_models_pull(
     """Issue 28's two rows on `hosts` (3 in the full run): Hub bytes per model byte, fan-out vs raw."""
     if len(hosts) < 2:
         raise RuntimeError("bench: models_pull needs at least 2 provisioned hosts")
-    data = demodata.write_dataset(work / "data")
-    tiny = tinymodel.build_model(work / "tiny-llama", data)
-    larger = tinymodel.cached_model(data) if model == "bench" else None  # built once per machine
-    catalog = sandbox_catalog(tiny, data.parent, bench_model=larger)
-    repo_id = HUB_MODELS[model]
-    repo = catalog.get("model", repo_id)
-    main = repo.resolve("main") if repo else None
-    if main is None:
-        raise RuntimeError(f"bench: the sandbox Hub has no {repo_id}")
+    catalog, repo_id, main = hub_model(work, model)
     model_bytes = sum(f.size for f in main.files)
     rate = round(link_mbit_s * 1_000_000 / 8)  # bytes per second
     names = [h.name for h in hosts]
