@@ -249,6 +249,7 @@ def test_openssh_refuses_a_host_key_missing_from_the_inventorys_file(
     with connect(target) as remote:
         # the paramiko connection was checked against the real file; OpenSSH is given only the empty one
         remote.target = dataclasses.replace(target, known_hosts_file=str(empty))
-        with pytest.raises(TransportError, match="OpenSSH copy failed: Host key verification failed"):
+        said = "OpenSSH copy failed: Host key verification failed.*RADEONLAB_BULK_TRANSPORT=paramiko"
+        with pytest.raises(TransportError, match=said):
             upload_blobs(remote, [LocalFile.of(big_file)], "/home/lab/bulk/refused")
     assert used == ["receive"] and empty.read_text() == ""  # nothing accepted, nothing recorded

@@ -136,7 +136,9 @@ def _open(
     if answer is None:
         code, err = bulk.finish()
         bulk.close()
-        raise TransportError(f"{remote.target.name}: OpenSSH copy failed: {err or f'exit {code}'}")
+        # OpenSSH is stricter than paramiko in places (a key file readable by others): say how to copy anyway
+        hint = f"{openssh.SETTINGS['env']}=paramiko copies through paramiko instead"
+        raise TransportError(f"{remote.target.name}: OpenSSH copy failed: {err or f'exit {code}'} ({hint})")
     return bulk, answer
 
 
