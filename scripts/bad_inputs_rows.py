@@ -1,4 +1,4 @@
-"""Print the rows of docs/reference/bad-inputs-new-rows.md: every bad input of tests/test_bad_inputs.py's
+"""Print the rows of docs/reference/bad-inputs-new-rows.md: every bad input of tests/unit/test_bad_inputs.py's
 spec, dataset, value, history, warning and override tables, run through the CLI as the tests do, and what
 it says.
 
@@ -14,7 +14,7 @@ import re
 import tempfile
 from pathlib import Path
 
-import tests.test_bad_inputs as rows
+import tests.unit.test_bad_inputs as rows
 
 from radeonlab.jobs.fleet import store
 from radeonlab.sandbox import demodata

@@ -5,7 +5,7 @@
 # uv (Astral's Rust installer: parallel downloads, files linked from its cache, ~/.cache/uv, so a re-run links
 # instead of unpacking) is the same pin the workstations get: python_stack_uv_version and
 # python_stack_uv_sha256 in src/radeonlab/roles/python_stack/defaults.py (PyPI's
-# uv-0.13.9-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl; tests/test_bootstrap.py keeps the two
+# uv-0.13.9-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl; tests/e2e/test_bootstrap.py keeps the two
 # equal). pip installs instead where that wheel cannot be installed (no x86_64 Linux, no PyPI, another file
 # under its name) or when RADEONLAB_BOOTSTRAP_INSTALLER=pip (the documented fallback setting).
 UV_VERSION=0.13.9

@@ -5,7 +5,8 @@ Fixtures here:
                          checked: no mount under the state dir, no process rooted in it.
   make_host   (function) make_host(card=None|"rx7900xtx"|"rx6700xt"|"rx9070xt", name=None, data=None)
                          -> a started SandboxHost, destroyed after the test (even when it fails).
-  provisioned (session)  tests/provisioned.py: hosts provisioned once by deploy/setup.py, shared by the
+  provisioned (session)  tests/support/provisioned.py: hosts provisioned once by deploy/setup.py, shared by
+  the
                          provisioning tests (a plugin module, listed in `pytest_plugins` below).
 """
 
@@ -21,7 +22,7 @@ import pytest
 from radeonlab.sandbox import reap
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost
 
-pytest_plugins = ["tests.provisioned"]  # `provisioned` (session): the provisioning tests' hosts
+pytest_plugins = ["tests.support.provisioned"]  # `provisioned` (session): the provisioning tests' hosts
 
 NOT_ROOT = "sandbox hosts need root (mount, unshare, chroot): run the tests as root"
 _TIMINGS: dict[str, float] = {}

@@ -6,7 +6,7 @@ what the roles compute from them with their own pure functions (apt sources per 
 dump command). What depends on the host's GPUs (training targets, pip steps, the GPU environment, the host
 record) the playbook's filters compute on the controller (ansible/filter_plugins/radeonlab.py). Change a
 default, the sandbox data or a role's rule and the playbook follows; what it cannot follow,
-tests/test_ansible_anchor.py finds by comparing the hosts.
+tests/e2e/test_ansible_anchor.py finds by comparing the hosts.
 
     inventory = write_inventory(sandbox_state_dir, work_dir, names=["ws4", "ws5"])
     run = run_playbook(inventory, work_dir)          # ansible-playbook, timed, PLAY RECAP parsed

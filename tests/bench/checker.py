@@ -1,6 +1,6 @@
 """The checker's worst cases (issue 26 item 6): inputs made to hang or exhaust `radeonlab check`, each run in
 a subprocess, its wall time and peak resident memory recorded against the goal: any spec under 1 MB checks in
-at most 2 s and 200 MB. Reported, never asserted (timings are not tests; tests/test_bench_checker.py only
+at most 2 s and 200 MB. Reported, never asserted (timings are not tests; tests/unit/test_bench_checker.py only
 runs the section):
 
     .venv/bin/python -m tests.bench.checker --out checker.json     # this section alone, its table printed
@@ -9,7 +9,7 @@ runs the section):
 
 No sandbox host: `check --no-hub` reads the spec and its data on the laptop only. Each case is measured by a
 small wrapper process (MEASURE) that starts `radeonlab check` and reads RUSAGE_CHILDREN after it: the peak
-is the command's own, not the bench's (see tests/peak_rss.py for why), and the wall time is from the
+is the command's own, not the bench's (see tests/support/peak_rss.py for why), and the wall time is from the
 wrapper's start of the command to its end, Python's start-up included, as a user waits for it.
 """
 
@@ -29,7 +29,7 @@ from typing import Any
 
 from radeonlab.sandbox import demodata
 from radeonlab.sandbox.demo import write_spec
-from tests.test_bad_inputs import ALIAS_BOMB, HUB_ENV, LOOP_BOMB, _dev_zero, _fifo
+from tests.unit.test_bad_inputs import ALIAS_BOMB, HUB_ENV, LOOP_BOMB, _dev_zero, _fifo
 
 GOALS = {"wall_s": 2.0, "max_rss_mb": 200.0}  # at most, for any spec under 1 MB (issue 26 item 6)
 SPEC_LIMIT = 1 << 20  # the goal's "under 1 MB"
@@ -80,7 +80,8 @@ def _many_keys(size: int) -> Callable[[str], str]:
 
 
 def _huge_row(folder: Path) -> Path:
-    """A spec of a few hundred bytes whose dataset is one 50 MB JSON row (tests/test_bad_inputs' case)."""
+    """A spec of a few hundred bytes whose dataset is one 50 MB JSON row (tests/unit/test_bad_inputs'
+    case)."""
     (folder / "spec.yaml").write_text(_spec_text(folder))
     big = json.dumps({"instruction": "a" * (50 << 20), "input": "", "output": "A"})
     (folder / "data" / demodata.FILE_NAME).write_text(big + "\n")
@@ -196,7 +197,7 @@ def table_rows(result: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 
 # docs/benchmarks.md holds markdown() of LAST_RUN between these markers (`--markdown JSON --write-docs` makes
-# JSON the last run and generates the page again; tests/test_bench_checker.py fails when they disagree)
+# JSON the last run and generates the page again; tests/unit/test_bench_checker.py fails when they disagree)
 LAST_RUN = Path(__file__).resolve().parent / "last-run-checker.json"
 BEGIN, END = "<!-- bench-checker:begin -->", "<!-- bench-checker:end -->"
 

@@ -1,6 +1,6 @@
 """What a provisioned sandbox host looks like, as one flat {key: value} map, and the differences of two.
 
-Used by tests/test_ansible_anchor.py to check that the Ansible anchor playbook leaves a host as
+Used by tests/e2e/test_ansible_anchor.py to check that the Ansible anchor playbook leaves a host as
 deploy/setup.py does: the files the roles write (content, owner, mode), the host record minus its volatile
 fields, the installed Debian packages, the venv's `pip freeze`, the training user's groups and folders.
 Host names are replaced by "<host>": the two hosts of a pair differ in name, and in nothing else.

@@ -86,7 +86,7 @@ def provision_both(
     sbx: Sandbox, cards: list[str], rounds: int, env: dict[str, str], work: Path
 ) -> Provisioned:
     """The first run and `rounds` no-op rounds of each engine (inside `served`). Shared by the bench and by
-    tests/test_ansible_anchor.py, which then compares the hosts the two engines made."""
+    tests/e2e/test_ansible_anchor.py, which then compares the hosts the two engines made."""
     work.mkdir(parents=True, exist_ok=True)
     ours = [sbx.create_host(f"rl{i + 1}-{card}", card=card).name for i, card in enumerate(cards)]
     theirs = [sbx.create_host(f"an{i + 1}-{card}", card=card).name for i, card in enumerate(cards)]

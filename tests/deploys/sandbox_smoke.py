@@ -1,4 +1,4 @@
-"""A tiny deploy for tests/test_sandbox.py: a group and a file, changed once then left alone.
+"""A tiny deploy for tests/e2e/test_sandbox.py: a group and a file, changed once then left alone.
 
 No `_sudo=` here: it comes from inventories/sandbox.py's host data, which this deploy checks.
 """

@@ -2,7 +2,7 @@
 
 Every other table of the product derives from this one (roles/rocm/releases.py and defaults.py: versions,
 repositories, keys, the default release; roles/python_stack/defaults.py: AMD_WHEELS and the default torch;
-inventories/home.py). tests/test_amd_world.py compares it with AMD's documents as the test bed keeps them
+inventories/home.py). tests/unit/test_amd_world.py compares it with AMD's documents as the test bed keeps them
 (src/radeonlab/sandbox/amdworld/*.yaml) and fails on any difference not listed in DECLARED_CHOICES below.
 No pyinfra and no other radeonlab import here: both roles import it.
 
@@ -111,7 +111,8 @@ NEWEST_PRODUCTION = "10.1.0"  # [TRANSITION]
 # The release the product installs by default (rocm_version, pytorch_version, inventories/home.py).
 DEFAULT_RELEASE = "10.1.0"
 
-# Where the product knowingly differs from AMD's documents (tests/test_amd_world.py accepts exactly these).
+# Where the product knowingly differs from AMD's documents (tests/unit/test_amd_world.py accepts exactly
+# these).
 DECLARED_CHOICES: dict[str, str] = {
     # The legacy stream (repo.radeon.com) is outside AMD's 10.x matrix; kept for Ubuntu 22.04/24.04 hosts
     # that must stay on it. Older legacy releases (6.0 and later, not in AMD's list) are accepted too.

@@ -49,7 +49,7 @@ def serving(sandbox: Sandbox, *, common: bool = True) -> Iterator[dict[str, obje
 
     Only a provisioning run needs them: jobs need nothing from them after. The one way the test bed
     provisions (with run_deploy): provision_hosts, `radeonlab sandbox provision` and `up --provision`,
-    tests/provisioned.py.
+    tests/support/provisioned.py.
     """
     repo = aptrepo.build_repo(sandbox.state_dir)
     index = wheels.build_wheel_index(sandbox.state_dir)
@@ -139,7 +139,7 @@ def provision_hosts(
     return {n: Provisioned(h, seconds) for n, h in hosts.items()}
 
 
-# One provisioned host shared by the end-to-end job modules of a test session (tests/test_jobs_e2e.py,
+# One provisioned host shared by the end-to-end job modules of a test session (tests/e2e/test_jobs_e2e.py,
 # test_jobs_health_e2e.py, faultlab.py): provisioning is the costly part of CI, a re-run on a provisioned
 # host is a no-op. Modules leave it for the session's sandbox teardown.
 SHARED_TRAINER = "lab1"

@@ -137,7 +137,8 @@ def build_model(out_dir: Path, data: Path, model_config: Mapping[str, object] = 
 
 def model_key(data: Path, model_config: Mapping[str, object]) -> str:
     """What a built model depends on: its config, the data its tokenizer learns, the build and the library
-    versions that write the files (the same inputs give byte-identical files, tests/test_tinymodel.py)."""
+    versions that write the files (the same inputs give byte-identical files,
+    tests/unit/test_tinymodel.py)."""
     import tokenizers
     import torch
     import transformers

@@ -59,7 +59,7 @@ TARGET_GLIBC = (2, 36)
 # torchaudio is not pinned by the role (it takes the one matching torch from the torch index).
 TORCHAUDIO_REQUIREMENT = "torchaudio"
 # python_stack_extras served to sandbox hosts (at the role's pins, with their dependencies): those a CPU host
-# can run. tensorboard: `report_to: tensorboard` end to end (tests/test_after_train_e2e.py).
+# can run. tensorboard: `report_to: tensorboard` end to end (tests/e2e/test_after_train_e2e.py).
 SANDBOX_EXTRAS = ("tensorboard",)
 # What the SIMULATED repack removes: the CUDA-linked native libraries.
 TORCHAUDIO_DROPPED = re.compile(r"^torchaudio/lib/[^/]+\.so(\.[0-9]+)*$")

@@ -5,7 +5,7 @@ The laptop records a sha256 per shipped file in job.json `code`; the launcher (j
 not even its top-level code or a syntax error of it. This module imports nothing of radeonlab for the same
 reason: it is the one shipped file that runs unchecked besides the launcher itself and the package markers.
 The file names below are the job folder's (contract.jobdir FILES), spelled out so that nothing shipped is
-imported before the check; tests/test_hostcode.py holds them equal.
+imported before the check; tests/unit/test_hostcode.py holds them equal.
 """
 
 from __future__ import annotations

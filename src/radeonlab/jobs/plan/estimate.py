@@ -1,7 +1,7 @@
 """Pre-flight VRAM estimate for a LoRA (or full) fine-tune of a Llama-style decoder, from its config.json.
 
 An estimate, not a measurement: it is checked against the public Llama-3-8B figure in the project notes'
-docs/notes/rocm-facts.md and LLaMA-Factory's README table (tests/test_estimate.py states the tolerances;
+docs/notes/rocm-facts.md and LLaMA-Factory's README table (tests/unit/test_estimate.py states the tolerances;
 docs/reference/vram.md the error).
 
 Formula (bytes; h hidden_size, i intermediate_size, L num_hidden_layers, a num_attention_heads,

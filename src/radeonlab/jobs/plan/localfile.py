@@ -1,5 +1,5 @@
 """A local file the plan names for upload: where it is, its content address, its size. Here, not beside the
-transfer that sends it, so that planning needs no SSH (tests/test_layout.py)."""
+transfer that sends it, so that planning needs no SSH (tests/unit/test_layout.py)."""
 
 from __future__ import annotations
 

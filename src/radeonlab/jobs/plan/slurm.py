@@ -11,7 +11,7 @@ Standard library only; nothing here connects anywhere. The runner runs the Slurm
 
 Slurm's node features and gres come from roles/slurm (plan.node_features): every node offers
 gfx<NNNN>, gfx<NNN>x, gfx<NN>, its architecture (rdna3), bf16 when every card has it, vram<N>g (whole GiB).
-Checked against Slurm 22.05.8 (Debian 12) on the SIMULATED lab (tests/test_slurm.py).
+Checked against Slurm 22.05.8 (Debian 12) on the SIMULATED lab (tests/e2e/test_slurm.py).
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ Two parts, one file:
       python -m radeonlab.jobs.spec.lf_ranges --regenerate    # runs in lf_args' generator venv
 
 - "hand": written by hand where nothing states the range but a value outside it fails or silently trains
-  nothing; each rule carries the package file, line and code that shows it (tests/test_lf_ranges.py checks
+  nothing; each rule carries the package file, line and code that shows it (tests/unit/test_lf_ranges.py
+  checks
   every cited line against the installed transformers, peft and torch, and LLaMA-Factory's in the generator
   venv when it exists), and the rules peft and torch state as a raise are also run against them there.
 

@@ -8,7 +8,8 @@ role's defaults.
 The target hierarchy (target -> sub-family -> family) and the device package names come from AMD's
 `rocm-bootstrap` (PyPI, MIT, by AMD; pinned in pyproject.toml): its `targets.py` is AMD's own encoding of
 LLVM's GCNProcessors.td. The Core SDK apt families below are derived from its sub-families; where AMD's apt
-packages spell a sub-family differently, SDK_FAMILY_BY_SUB_FAMILY says how (tests/test_gpu_table.py compares
+packages spell a sub-family differently, SDK_FAMILY_BY_SUB_FAMILY says how (tests/unit/test_gpu_table.py
+compares
 every row with rocm-bootstrap).
 
 Where the old per-role tables disagreed, this table follows AMD's data (rocm-bootstrap and
@@ -175,7 +176,7 @@ TARGETS: dict[str, Target] = {t.gfx: t for t in _ROWS}
 # -gfx103x, -gfx1150, -gfx1151, -gfx1152). RDNA3.5 has one package per target, not one for gfx115x; gfx1153
 # has none (it is served by the multi-arch layout only). AMD's 7.13 selector also lists Instinct family
 # packages (-gfx950, -gfx94x, -gfx90a, -gfx908): a declared choice (amd_releases.DECLARED_CHOICES;
-# tests/test_amd_world.py compares with sandbox/amdworld).
+# tests/unit/test_amd_world.py compares with sandbox/amdworld).
 SDK_FAMILY_BY_SUB_FAMILY: dict[str, str] = {"gfx10_3": "gfx103x", "gfx110x": "gfx110x", "gfx12_0": "gfx120x"}
 SDK_FAMILY_PER_TARGET = ("gfx1150", "gfx1151", "gfx1152")
 # Where a family package carries less than its sub-family: AMD's 7.13 selector sends only gfx1030 to

@@ -3,7 +3,8 @@
 They call radeonlab's own pure functions (the card tables, the gpu_env rules, the host record), the way an
 Ansible user would put card knowledge into a filter or module plugin rather than into Jinja. The anchor then
 measures the provisioning engine (Ansible vs pyinfra) doing the same work, not two versions of the card
-knowledge, and the playbook's results cannot drift from deploy/setup.py's without tests/test_ansible_anchor.py
+knowledge, and the playbook's results cannot drift from deploy/setup.py's without
+tests/e2e/test_ansible_anchor.py
 seeing it. The shell commands that read the host are the roles' fact commands, so both engines read the same.
 """
 
