@@ -33,6 +33,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if "sandbox" in item.keywords:
                 item.add_marker(pytest.mark.skip(reason=NOT_ROOT))
+    for item in items:
+        if group := xdist_group(item):
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def xdist_group(item: pytest.Item) -> str | None:
+    """The full lane runs in two pytest-xdist workers (`--dist loadgroup`, scripts/test.sh): an end-to-end
+    file stays in one worker, so its module-scoped hosts are made once; the files that read the session's
+    provisioned hosts share one group, so those are provisioned once. A unit test goes wherever a worker
+    is free (None)."""
+    if "provisioned" in getattr(item, "fixturenames", ()):
+        return "provisioned"
+    if "sandbox" in item.keywords or "slow" in item.keywords:
+        return item.path.name
+    return None
 
 
 @pytest.fixture(scope="session")
