@@ -285,18 +285,11 @@ def loose_parts(hint: object) -> list[str]:
     return [p for arg in typing.get_args(hint) for p in loose_parts(arg)]
 
 
-# Fields of the contract still typed `dict[str, Any]` or `list[Any]` inside (issue 24 item 3 types each as a
-# dataclass; typed so far: contract/parts.py and remedy.py). `extra` holds keys a newer version wrote.
-# Exact: a field typed to its leaves must leave the list, and no new field may join it.
-LOOSE_INSIDE_TODAY = {
-    "JobRecord.nodes",
-    "JobRecord.extra",
-}
 
 
 def test_contract_fields_are_typed() -> None:
-    """No field of a contract dataclass is typed Any or a bare dict/list; the fields whose parameters are
-    still Any are exactly the known list above."""
+    """No field of a contract dataclass is typed Any or a bare dict/list, nor has Any inside (`extra`, the
+    keys a newer version wrote, is typed as JSON values)."""
     top, inside = [], set()
     for cls in contract_dataclasses():
         for name, hint in typing.get_type_hints(cls).items():
@@ -308,5 +301,4 @@ def test_contract_fields_are_typed() -> None:
             elif loose_parts(hint):
                 inside.add(f"{cls.__name__}.{name}")
     assert not top, top
-    assert sorted(inside - LOOSE_INSIDE_TODAY) == [], "new fields typed with Any inside"
-    assert sorted(LOOSE_INSIDE_TODAY - inside) == [], "typed now: take them off LOOSE_INSIDE_TODAY"
+    assert sorted(inside) == [], "fields typed with Any inside"

@@ -4,6 +4,7 @@ any. (tests/e2e/test_multinode_e2e.py runs it on two hosts.)"""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ def test_master_is_the_first_host_at_the_address_its_peers_reach() -> None:
     assert [(n.rank, n.host, n.address) for n in nodes] == [(0, "ws1", "ws1.lan"), (1, "ws2", "10.1.0.12")]
     assert multinode.master_port(a) == 29617
     assert multinode.master_port(b) == 29500  # the default: torch's usual port
-    block = multinode.nodes_block(1, nodes, 29617)
+    block = asdict(multinode.nodes_block(1, nodes, 29617))  # as job.json holds it
     assert block["rank"] == 1 and block["master"] == "ws1" and block["master_addr"] == "ws1.lan"
     assert block["world_size"] == 2 and block["master_port"] == 29617
     assert block["peers"] == [

@@ -43,7 +43,7 @@ def command(job_ref: str, inventory: str | None, host: str | None, as_json: bool
                     "result": recorded["result"],
                     "model": recorded["model"],
                     "overrides": job.overrides,
-                    "nodes": job.nodes,
+                    "nodes": recorded["nodes"],
                     "exports": recorded["exports"],
                 }
             )

@@ -14,6 +14,8 @@ from typing import Any
 # One LLaMA-Factory setting's value as job.json holds it (learning_rate 5e-05, flash_attn "auto", a remedy's
 # environment variable unset: None).
 Scalar = str | int | float | bool | None
+# Any JSON value: what job.json's `extra` keeps of keys a newer radeonlab wrote, as they are.
+JsonValue = str | int | float | bool | None | list["JsonValue"] | dict[str, "JsonValue"]
 
 
 def known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -85,6 +87,36 @@ class Export:
     def from_dict(cls, data: Mapping[str, Any]) -> Export:
         values = known(cls, data)
         values["base_model"] = ModelRef.from_dict(data.get("base_model") or {})
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Peer:
+    """One rank of a multi-node job: its inventory host and the address the other ranks reach it at."""
+
+    rank: int
+    host: str
+    address: str = ""
+
+
+@dataclass
+class Nodes:
+    """job.json `nodes` of a multi-node job: this copy's rank and every peer (jobs/plan/nodes.py writes it at
+    submit; under Slurm each rank writes its own at start, jobs/host/launcher.py)."""
+
+    rank: int = 0
+    world_size: int = 1
+    master: str = ""  # rank 0's inventory host
+    master_addr: str = ""
+    master_port: int = 0
+    peers: list[Peer] = field(default_factory=list)
+    slurm_job_id: str = ""  # a rank Slurm started: its allocation
+    slurm_node: str = ""  # and the Slurm node name it runs on
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Nodes:
+        values = known(cls, data)
+        values["peers"] = [Peer(**known(Peer, p)) for p in data.get("peers") or []]
         return cls(**values)
 
 

@@ -17,7 +17,9 @@ from radeonlab.contract.jobdir import JobDir, blobs_dir
 from radeonlab.contract.parts import (
     CodeDigest,
     Export,
+    JsonValue,
     ModelRef,
+    Nodes,
     Result,
     RocmInfo,
     Scalar,
@@ -238,17 +240,18 @@ class JobRecord:
     lf_defaults: dict[str, Scalar] = field(default_factory=dict)  # LLaMA-Factory defaults the remedies read
     overrides: dict[str, Scalar] = field(default_factory=dict)  # `submit SPEC key=value` (a sweep's values)
     model: ModelRef | None = None  # the exact base model (job.json: {} when none was recorded)
-    nodes: dict[str, Any] = field(default_factory=dict)  # multi-node: rank, world_size, master, peers
+    nodes: Nodes | None = None  # a multi-node job's rank and peers (job.json: {} for a single-node job)
     slurm: SlurmInfo | None = None  # a job submitted through Slurm (radeonlab_scheduler: slurm)
     code: CodeDigest | None = None  # radeonlab's host code shipped with the job
     result: Result | None = None  # which attempt and settings made the adapter (once one did)
     report: str = ""  # the supervisor's give-up report when no remedy was left
     exports: list[Export] = field(default_factory=list)  # merged models from `radeonlab export`
-    extra: dict[str, Any] = field(default_factory=dict)  # keys this version does not know, kept as they are
+    extra: dict[str, JsonValue] = field(default_factory=dict)  # keys this version does not know, kept as is
 
     # the parts job.json has always written as {} when absent
-    OPTIONAL_PARTS: ClassVar[dict[str, type[ModelRef | CodeDigest | Result | SlurmInfo]]] = {
+    OPTIONAL_PARTS: ClassVar[dict[str, type[ModelRef | CodeDigest | Result | SlurmInfo | Nodes]]] = {
         "model": ModelRef,
+        "nodes": Nodes,
         "code": CodeDigest,
         "result": Result,
         "slurm": SlurmInfo,
@@ -277,15 +280,11 @@ class JobRecord:
     @property
     def rank(self) -> int:
         """This copy's node rank (0 for a single-node job)."""
-        return int(self.nodes.get("rank") or 0)
+        return self.nodes.rank if self.nodes else 0
 
     def peers(self) -> list[tuple[int, str]]:
         """(rank, host) of a multi-node job's other ranks; [] for a single-node job."""
-        return [
-            (int(p["rank"]), str(p["host"]))
-            for p in self.nodes.get("peers") or []
-            if int(p["rank"]) != self.rank
-        ]
+        return [(p.rank, p.host) for p in (self.nodes.peers if self.nodes else []) if p.rank != self.rank]
 
 
 @dataclass

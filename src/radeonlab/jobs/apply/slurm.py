@@ -27,7 +27,7 @@ from pathlib import Path
 
 from radeonlab.contract.jobdir import FILES
 from radeonlab.contract.jobid import new_job_id
-from radeonlab.contract.parts import SlurmInfo, SlurmNode
+from radeonlab.contract.parts import Nodes, SlurmInfo, SlurmNode
 from radeonlab.contract.records import StateRecord
 from radeonlab.contract.state import JobState
 from radeonlab.errors import InventoryError
@@ -176,7 +176,7 @@ def _plan_ranks(spec_path: str | Path, hosts: list[str], count: int, common: dic
     plan = plan_job(spec_path, host=",".join(hosts), nodes=len(hosts), allow_shared=True, **common)
     for node in plan.nodes:
         node.env = {k: v for k, v in node.env.items() if k not in SLURM_TORCHRUN_KEYS}
-        node.nodes = {"world_size": count, "ranks": "from the Slurm allocation at start"}
+        node.nodes = Nodes(world_size=count)  # its rank and peers: from the Slurm allocation at start
     return plan
 
 

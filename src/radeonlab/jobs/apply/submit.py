@@ -162,9 +162,8 @@ def apply_plan(plan: JobPlan, *, progress_bar: ProgressBar = no_progress, say: S
     notes = list(rank0.rendered.notes)
     if not single:
         peers = ", ".join(f"rank {n.rank} {n.host}" for n in plan.nodes)
-        notes.append(
-            f"{len(plan.nodes)} nodes: {peers}; rendezvous {rank0.address}:{rank0.nodes.get('master_port')}"
-        )
+        port = rank0.nodes.master_port if rank0.nodes else ""
+        notes.append(f"{len(plan.nodes)} nodes: {peers}; rendezvous {rank0.address}:{port}")
     seconds = {**plan.timings, **clock.laps}
     return SubmitResult(
         plan.job_id,

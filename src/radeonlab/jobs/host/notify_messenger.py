@@ -135,7 +135,7 @@ class Notifier:
         """The job's notifier; takes the URLs out of `env` (the training environment). `trainer` is the
         venv's llamafactory-cli: its python runs the messenger. Rank > 0 of a multi-node job: silent."""
         urls = env.pop(ENV, "")
-        if int((job.nodes or {}).get("rank") or 0) > 0:
+        if job.rank > 0:
             urls = ""
         python = os.path.join(os.path.dirname(trainer), "python")
         return cls(urls, python, os.path.join(job_dir, FILES["code"]), job_dir, job.id, job.host)

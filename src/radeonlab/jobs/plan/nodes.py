@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from radeonlab.contract.parts import Nodes, Peer
 from radeonlab.contract.records import HostRecord
 from radeonlab.errors import InputError
 from radeonlab.jobs.fleet.inventory import HostTarget, get_host
@@ -43,13 +43,6 @@ MULTINODE_DEFAULTS: dict[str, Any] = {
 }
 
 
-@dataclass(frozen=True)
-class Node:
-    rank: int
-    host: str
-    address: str
-
-
 def node_address(target: HostTarget) -> str:
     """The address the other nodes reach `target` by."""
     return str(target.data.get(MULTINODE_DEFAULTS["address_key"]) or target.hostname)
@@ -59,23 +52,16 @@ def master_port(target: HostTarget) -> int:
     return int(target.data.get(MULTINODE_DEFAULTS["port_key"]) or MULTINODE_DEFAULTS["master_port"])
 
 
-def plan_nodes(targets: Sequence[HostTarget]) -> list[Node]:
-    return [Node(rank, t.name, node_address(t)) for rank, t in enumerate(targets)]
+def plan_nodes(targets: Sequence[HostTarget]) -> list[Peer]:
+    return [Peer(rank, t.name, node_address(t)) for rank, t in enumerate(targets)]
 
 
-def nodes_block(rank: int, nodes: Sequence[Node], port: int) -> dict[str, Any]:
+def nodes_block(rank: int, nodes: Sequence[Peer], port: int) -> Nodes:
     """job.json's `nodes`: this host's rank and every peer."""
-    return {
-        "rank": rank,
-        "world_size": len(nodes),
-        "master": nodes[0].host,
-        "master_addr": nodes[0].address,
-        "master_port": port,
-        "peers": [dataclasses.asdict(n) for n in nodes],
-    }
+    return Nodes(rank, len(nodes), nodes[0].host, nodes[0].address, port, list(nodes))
 
 
-def node_env(rank: int, nodes: Sequence[Node], port: int, nproc: int, target: HostTarget) -> dict[str, str]:
+def node_env(rank: int, nodes: Sequence[Peer], port: int, nproc: int, target: HostTarget) -> dict[str, str]:
     """The training process's environment on node `rank` (job.json `env`)."""
     extra = target.data.get(MULTINODE_DEFAULTS["env_key"]) or {}
     if not isinstance(extra, Mapping):

@@ -22,7 +22,7 @@ from typing import Any
 
 from radeonlab.contract.jobdir import JobDir
 from radeonlab.contract.jobid import new_job_id
-from radeonlab.contract.parts import CodeDigest, ModelRef
+from radeonlab.contract.parts import CodeDigest, ModelRef, Nodes
 from radeonlab.contract.records import Attempt, GpuRecord, HostRecord, JobRecord
 from radeonlab.contract.remedy import Remedy
 from radeonlab.errors import ChecksFailedError, InputError, InventoryError, ModelError, PlacementError, shown
@@ -69,7 +69,7 @@ class NodePlan:
     placed: str  # why this host
     present: set[str] | None = None  # contents the host already holds (None: not asked)
     after: list[str] = field(default_factory=list)  # this sweep's earlier jobs on the same GPU (run first)
-    nodes: dict[str, Any] = field(default_factory=dict)  # job.json `nodes` of a multi-node job
+    nodes: Nodes | None = None  # job.json `nodes` of a multi-node job
     remote: Remote | None = field(default=None, repr=False)
 
     @property
@@ -134,7 +134,7 @@ class JobPlan:
             lf_defaults={k: lf_args.default(k) for k in STEP_KEYS},
             overrides=dict(self.spec.overrides),
             model=ModelRef.from_dict(self.model.record()),
-            nodes=dict(node.nodes),
+            nodes=node.nodes,
             code=CodeDigest(hostcode.digest(), hostcode.file_digests()),
         )
 
@@ -413,7 +413,7 @@ def plan_job(
             env = {**plain, **cached_model_env(remote, record, model)}
             if model.offline:  # cached_model_env refused a host whose cache lacks it: this one has it
                 say(model_module.offline_note(model, record.host))
-            block: dict[str, Any] = {}
+            block: Nodes | None = None
             if count > 1:
                 env.update(nodes_module.node_env(node.rank, ranks, port, max(1, len(gpus)), target))
                 block = nodes_module.nodes_block(node.rank, ranks, port)
