@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from radeonlab.contract.jobdir import JobDir, alive
+from radeonlab.contract.messages import LaunchOptions, StageRequest
 from radeonlab.contract.parts import CodeDigest
 from radeonlab.contract.records import JobRecord
 from radeonlab.jobs.host import stage
@@ -87,9 +88,9 @@ def make_job(
     return folder
 
 
-def launch(venv: Path, **options: Any) -> dict[str, Any]:
-    """stage.py's `launch` request: {"venv", "allow_shared", "queue", "resume", "resume_max_step"}."""
-    return {"venv": str(venv), **options}
+def launch(venv: Path, **options: Any) -> LaunchOptions:
+    """stage.py's `launch` request (allow_shared, queue, resume, resume_max_step)."""
+    return LaunchOptions(str(venv), **options)
 
 
 def run_launcher(job: JobDir, venv: Path, **options: Any) -> int:
@@ -128,8 +129,8 @@ def tool(job: JobDir, module: str, *args: str, stdin: str | None = None) -> subp
 
 def start(job: JobDir, venv: Path, **options: Any) -> dict[str, Any]:
     """Start the launcher detached through the stage tool; its answer {"state", "alive"}."""
-    request = {"job_dir": job.root, "launch": launch(venv, **options)}
-    done = tool(job, "stage", stdin=json.dumps(request))
+    request = StageRequest(job.root, launch=launch(venv, **options))
+    done = tool(job, "stage", stdin=request.to_json())
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 

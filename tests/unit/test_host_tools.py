@@ -16,6 +16,9 @@ from pathlib import Path
 import pytest
 
 from radeonlab.contract.jobdir import scan, start_time
+from radeonlab.contract.messages import StageAnswer
+from radeonlab.contract.records import StateRecord
+from radeonlab.contract.state import JobState
 from radeonlab.jobs.ssh import hostcode
 from radeonlab.jobs.ssh.connection import SETTINGS
 from tests.support.hostjob import fake_venv, last_json, run_tool, unpack_code, wait_for
@@ -202,7 +205,7 @@ def job_request(home: Path, job_id: str, **extra: object) -> dict:
 def test_stage_writes_links_copies_code_and_secret(home: Path) -> None:
     request = job_request(home, "st-1", secret={"HF_TOKEN": "hf_s3cr3t"})
     answer = stage(home, request)
-    assert answer == {"state": {"state": "queued"}, "alive": False}
+    assert StageAnswer.from_dict(answer) == StageAnswer(StateRecord(JobState.QUEUED), alive=False)
     root = Path(request["job_dir"])
     assert stat.S_IMODE(root.stat().st_mode) == 0o750
     assert (root / "config.yaml").read_text() == "stage: sft\n" and (root / "config.json").is_file()

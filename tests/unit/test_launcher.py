@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from radeonlab.contract.jobdir import JobDir, alive
+from radeonlab.contract.messages import LaunchOptions
 from radeonlab.contract.records import StateRecord
 from radeonlab.contract.state import EndReason, JobState
 from radeonlab.jobs.host import stage
@@ -313,7 +314,7 @@ def test_busy_gpu_queues_fifo_by_submission_and_cancel_leaves_the_line(
 
 def test_launch_command_round_trips_hostile_words() -> None:
     job_dir, venv = "/home/l ab/it's; rm -rf ~/$(x)/n-20250101-000000-abcd", "/v env/'q'"
-    command = stage.launch_command(job_dir, {"venv": venv, "resume": True, "resume_max_step": 10})
+    command = stage.launch_command(job_dir, LaunchOptions(venv, resume=True, resume_max_step=10))
     assert command[:2] == ["bash", "-lc"] and len(command) == 3
     words = shlex.split(command[2])
     assert words[:5] == ["cd", job_dir, "&&", f"PYTHONPATH={job_dir}/host", "exec"]
@@ -321,7 +322,7 @@ def test_launch_command_round_trips_hostile_words() -> None:
         *("python3", "-m", "radeonlab.jobs.host.launcher", "run", job_dir, "--venv", venv),
         *("--resume", "--resume-max-step", "10"),
     ]
-    plain = stage.launch_command(job_dir, {"venv": venv, "allow_shared": True, "queue": False})
+    plain = stage.launch_command(job_dir, LaunchOptions(venv, allow_shared=True, queue=False))
     assert shlex.split(plain[2])[-2:] == ["--allow-shared", "--no-queue"]
 
 

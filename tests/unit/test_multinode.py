@@ -163,7 +163,7 @@ def test_ranks_are_staged_like_one_host_and_a_busy_gpu_cancels_every_node(
         stages = node.remote.of("stage")  # type: ignore[union-attr]
         staged, start = stages[0].request, stages[1].request
         assert staged is not None and start is not None
-        assert "launch" not in staged and staged["job_dir"] == node.job.root  # staged, not started
+        assert staged["launch"] is None and staged["job_dir"] == node.job.root  # staged, not started
         job = staged["job"]
         assert job["nodes"]["rank"] == rank and job["nodes"]["world_size"] == 2 and "nan" in job["remedies"]
         assert job["env"]["NODE_RANK"] == str(rank) and job["env"]["MASTER_ADDR"] == "10.0.0.1"

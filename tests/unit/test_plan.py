@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from radeonlab.contract.jobdir import JobDir
+from radeonlab.contract.messages import BlobLink
 from radeonlab.contract.parts import CodeDigest, ModelRef
 from radeonlab.errors import InputError
 from radeonlab.jobs.host.remedies import STEP_KEYS
@@ -94,7 +95,7 @@ def test_the_job_record_says_what_runs_on_what(tmp_path: Path, monkeypatch: pyte
     assert job.overrides == {"learning_rate": "1e-4"}  # as typed; the config gets the YAML value
     assert node.rendered.config["learning_rate"] == 1e-4 and plan.to_dict()["overrides"] == job.overrides
     assert job.gpus == [0] and job.memory_total == gpu("rx7900xtx").vram_total
-    assert [a.n for a in job.attempts] == [1] and job.nodes == {} and job.rank == 0
+    assert [a.n for a in job.attempts] == [1] and job.nodes is None and job.rank == 0
     assert job.env == {"HF_HUB_OFFLINE": "1"} and job.secret_names == ["HF_TOKEN", "WANDB_API_KEY"]
     assert node.job == JobDir.of("/home/lab/radeonlab/jobs", plan.job_id)
 
@@ -186,7 +187,7 @@ def test_the_host_refuses_a_link_onto_the_job_folders_own_files(tmp_path: Path, 
     job.mkdir(parents=True)
     (job / "config.yaml").write_text("stage: sft\n")
     with pytest.raises(SystemExit, match="refusing link destination"):
-        stage.link_blobs(str(job), str(tmp_path / "blobs"), [{"sha256": "0" * 64, "dest": dest}])
+        stage.link_blobs(str(job), str(tmp_path / "blobs"), [BlobLink("0" * 64, dest)])
     assert (job / "config.yaml").read_text() == "stage: sft\n"
 
 

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from radeonlab.contract.jobdir import JobDir
+from radeonlab.contract.messages import LaunchOptions
 from radeonlab.contract.records import Attempt
 from radeonlab.contract.state import AttemptState
 from radeonlab.errors import DoesNotFitError
@@ -146,7 +147,7 @@ def test_resume_bounded_by_a_step_starts_from_the_checkpoint_every_node_holds(tm
     Path(job.state).write_text(json.dumps({"state": "cancelled", "reason": "cancelled by user"}))
     Path(job.cancel_marker).write_text("t\n")  # the earlier cancel's request: a resume is done with it
     options = {"resume": True, "resume_max_step": 10}
-    assert stage.launch_command(job.root, {"venv": str(venv), **options})[2].endswith(
+    assert stage.launch_command(job.root, LaunchOptions(str(venv), **options))[2].endswith(
         "--resume --resume-max-step 10"
     )
     assert run_launcher(job, venv, **options) == 0

@@ -218,7 +218,7 @@ def apply_slurm(sp: SlurmPlan, *, progress_bar: ProgressBar = no_progress, say: 
     for node in plan.nodes:
         reports.append(upload_node(node, progress_bar, say))
         request = stage_request(plan, node, launch=False)
-        request["job"] = {**request["job"], "gpus": list(range(sp.gpus_per_node)), "slurm": info.to_dict()}
+        request.job = {**(request.job or {}), "gpus": list(range(sp.gpus_per_node)), "slurm": info.to_dict()}
         run_stage(node, request)
     script = batch_script(sp)
     with connect(sp.lab.controller) as ctl:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from radeonlab.contract.jobdir import FILES
+from radeonlab.contract.messages import BlobLink, LaunchOptions, StageAnswer, StageRequest
 from radeonlab.contract.records import StateRecord
 from radeonlab.errors import RadeonlabError
 from radeonlab.jobs.fleet import store
@@ -29,7 +30,6 @@ from radeonlab.jobs.ssh import hostcode
 from radeonlab.jobs.ssh.connection import SETTINGS as SSH_SETTINGS
 from radeonlab.jobs.ssh.transfer import FileTransfer, Progress, UploadReport, upload_blobs
 
-START_WAIT_S = 15.0  # how long the stage waits for the launcher to record its start (or a refusal)
 Say = Callable[[str], None]
 ProgressBar = Callable[[str], AbstractContextManager[Progress | None]]
 
@@ -90,42 +90,33 @@ def upload(node: NodePlan, progress_bar: ProgressBar, say: Say) -> UploadReport:
     return report
 
 
-def stage_request(plan: JobPlan, node: NodePlan, launch: bool) -> dict[str, Any]:
+def stage_request(plan: JobPlan, node: NodePlan, launch: bool) -> StageRequest:
     """What jobs/host/stage.py makes of the node's job folder (the secrets travel in this stdin, only)."""
-    request: dict[str, Any] = {
-        "job_dir": node.job.root,
-        "blobs": node.record.blobs_dir,
-        "links": [{"sha256": u.local.sha256, "dest": u.dest} for u in node.uploads],
-        "files": {
+    return StageRequest(
+        job_dir=node.job.root,
+        blobs=node.record.blobs_dir,
+        links=[BlobLink(u.local.sha256, u.dest) for u in node.uploads],
+        files={
             FILES["config"]: node.rendered.yaml_text,
             FILES["config_json"]: json.dumps(node.rendered.config, indent=1) + "\n",
             FILES["dataset_info"]: node.rendered.dataset_info_text,
         },
-        "code": f"{SSH_SETTINGS['code_dir']}/{hostcode.digest()}",
-        "job": plan.job_record(node).to_dict(),
-        "secret": plan.secrets() or None,
-        "wait_s": START_WAIT_S,
-    }
-    if launch:
-        request["launch"] = launch_options(plan, node)
-    return request
+        code=f"{SSH_SETTINGS['code_dir']}/{hostcode.digest()}",
+        job=plan.job_record(node).to_dict(),
+        secret=plan.secrets() or None,
+        launch=launch_options(plan, node) if launch else None,
+    )
 
 
-def launch_options(plan: JobPlan, node: NodePlan, resume: bool = False, max_step: int | None = None) -> dict:
-    return {
-        "venv": node.record.venv,
-        "allow_shared": plan.allow_shared,
-        "queue": len(plan.nodes) == 1,
-        "resume": resume,
-        "resume_max_step": max_step,
-    }
+def launch_options(plan: JobPlan, node: NodePlan) -> LaunchOptions:
+    return LaunchOptions(node.record.venv, allow_shared=plan.allow_shared, queue=len(plan.nodes) == 1)
 
 
-def run_stage(node: NodePlan, request: dict[str, Any]) -> StateRecord:
+def run_stage(node: NodePlan, request: StageRequest) -> StateRecord:
     """One round trip to jobs/host/stage.py; the state its launcher recorded (queued if it said nothing)."""
     # the code folder is relative to the SSH user's home; stage.py runs there (sshd's working directory)
-    answer = node.connection.tool("stage", stdin_text=json.dumps(request)).last_json()
-    return StateRecord.from_dict(answer.get("state") or {}).reconciled(answer.get("alive"))
+    answer = StageAnswer.from_dict(node.connection.tool("stage", stdin_text=request.to_json()).last_json())
+    return answer.state.reconciled(answer.alive)
 
 
 def apply_plan(plan: JobPlan, *, progress_bar: ProgressBar = no_progress, say: Say = print) -> SubmitResult:
@@ -144,7 +135,7 @@ def apply_plan(plan: JobPlan, *, progress_bar: ProgressBar = no_progress, say: S
     clock.lap("stage and launch")
     if not single:
         states = [
-            run_stage(n, {"job_dir": n.job.root, "launch": launch_options(plan, n), "wait_s": START_WAIT_S})
+            run_stage(n, StageRequest(n.job.root, launch=launch_options(plan, n)))
             for n in plan.nodes
         ]
         refused = [(n.host, s) for n, s in zip(plan.nodes, states, strict=True) if s.state.is_finished()]

@@ -15,15 +15,15 @@ queueing, rank 0 first; if one refuses, every rank is cancelled.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterable, Mapping
 
+from radeonlab.contract.messages import LaunchOptions, StageAnswer, StageRequest
+from radeonlab.contract.parts import JsonValue
 from radeonlab.contract.records import HostRecord, StateRecord
 from radeonlab.contract.state import JobState
 from radeonlab.errors import JobStateError, RadeonlabError
 from radeonlab.jobs.apply import secrets
-from radeonlab.jobs.apply.submit import START_WAIT_S
 from radeonlab.jobs.fleet.probe import read_host, require_record
 from radeonlab.jobs.host import remedies
 from radeonlab.jobs.ssh import hostcode
@@ -49,20 +49,19 @@ def common_checkpoint_step(listings: Iterable[Iterable[str]]) -> int:
 
 def restart_request(
     handle: JobHandle, record: HostRecord, values: Mapping[str, str], *, queue: bool, max_step: int | None
-) -> dict:
-    return {
-        "job_dir": record.job_dir(handle.id).root,
-        "code": f"{SSH_SETTINGS['code_dir']}/{hostcode.digest()}",
-        "job_update": {"code": {"digest": hostcode.digest(), "files": hostcode.file_digests()}},
-        "secret": dict(values) or None,
-        "launch": {"venv": record.venv, "queue": queue, "resume": True, "resume_max_step": max_step},
-        "wait_s": START_WAIT_S,
-    }
+) -> StageRequest:
+    files: dict[str, JsonValue] = dict(hostcode.file_digests())
+    return StageRequest(
+        record.job_dir(handle.id).root,
+        code=f"{SSH_SETTINGS['code_dir']}/{hostcode.digest()}",
+        job_update={"code": {"digest": hostcode.digest(), "files": files}},
+        secret=dict(values) or None,
+        launch=LaunchOptions(record.venv, queue=queue, resume=True, resume_max_step=max_step),
+    )
 
 
-def restart(remote: Remote, request: dict) -> StateRecord:
-    answer = remote.tool("stage", stdin_text=json.dumps(request)).last_json()
-    return StateRecord.from_dict(answer.get("state") or {})
+def restart(remote: Remote, request: StageRequest) -> StateRecord:
+    return StageAnswer.from_dict(remote.tool("stage", stdin_text=request.to_json()).last_json()).state
 
 
 def resume(handle: JobHandle, *, environ: Mapping[str, str] | None = None, say: Say = print) -> StateRecord:
