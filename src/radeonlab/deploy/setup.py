@@ -2,7 +2,9 @@
 
 Reads top to bottom: find the GPUs once, then ROCm, the GPU environment, device access, the Python training
 stack, a verification that writes the host record (/etc/radeonlab/host.json) the job runner reads, and, in
-an inventory with the groups slurm_controller / slurm_nodes, Slurm (roles/slurm).
+an inventory with the groups slurm_controller / slurm_nodes, Slurm (roles/slurm). A host with
+`radeonlab_runtime: container` gets Podman and AMD's ROCm PyTorch image (roles/container) instead of the
+Python stack and its verification (issue 29, first slice: docs/design/containers-sandbox.md).
 """
 
 from typing import Any
@@ -13,6 +15,8 @@ from pyinfra.operations import python
 
 from radeonlab.deploy.stack import choose_stack
 from radeonlab.roles.access import grant_gpu_access
+from radeonlab.roles.container import install_container_runtime
+from radeonlab.roles.container.defaults import RUNTIME_DEFAULT, RUNTIMES
 from radeonlab.roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
 from radeonlab.roles.gpu.facts import AmdPciGpus
 from radeonlab.roles.gpu_env import configure_gpu_env
@@ -27,6 +31,10 @@ from radeonlab.roles.wheel_cache import setup_wheel_cache
 def provision(after_reboot: bool = False) -> None:
     """Provision the current host (pyinfra runs it once per host of the inventory); `after_reboot`: the pass
     run after the kernel driver's reboot."""
+    # The runtime: venv (the default) or container (roles/container).
+    runtime = host.data.get("radeonlab_runtime", RUNTIME_DEFAULT)
+    if runtime not in RUNTIMES:
+        raise DeployError(f"{host.name}: radeonlab_runtime is {runtime!r}; one of {', '.join(RUNTIMES)}")
     # 1. The stack choice, once: the GPUs (KFD topology + DRM sysfs) judged for the ROCm release being
     # installed, the torch build, and the exact targets of the GPUs this host trains on (by usable memory,
     # for that torch build: one ROCm package and one AMD device extra each). Every role below gets it.
@@ -68,6 +76,11 @@ def provision(after_reboot: bool = False) -> None:
         # wheel cache when the inventory names one: its host downloads and serves before any host installs),
         # the record.
         grant_gpu_access(check_devices=not cpu_only)
+        if runtime == "container":
+            # The image brings ROCm's user space and torch; jobs and verify inside it are not done yet.
+            # No host record yet, so no Slurm node either (docs/design/containers-sandbox.md, Not done yet).
+            install_container_runtime()
+            return
         # pyinfra's @deploy types a role's result as OperationMeta; its wrapper returns the function's value
         sources: dict[str, Any] = setup_wheel_cache(  # type: ignore[assignment]  # pyinfra's typing (above)
             stack=stack, stack_of=choose_stack

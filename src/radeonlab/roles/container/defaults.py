@@ -1,0 +1,31 @@
+"""The container role's settings (role-prefixed data keys): the one place they are set."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# deploy/setup.py runs this role only on hosts with `radeonlab_runtime: container`; "venv" is the default.
+RUNTIMES = ("venv", "container")
+RUNTIME_DEFAULT = "venv"
+
+DEFAULTS: dict[str, Any] = {
+    # The distribution's own packages: Podman (Debian 12: 4.3.1, with crun, conmon, netavark) and skopeo,
+    # which asks a registry for a tag's digest without pulling.
+    "container_packages": ["podman", "skopeo"],
+    # AMD's ROCm PyTorch image, named the way AMD tags it on Docker Hub:
+    # rocm/pytorch:rocm<ROCm>_ubuntu<release>_py<python>_pytorch_release_<torch> (AMD's ROCm docs, "Installing
+    # PyTorch for ROCm": `docker pull rocm/pytorch:latest` or "a specific and supported configuration";
+    # this tag as used in public repositories with "PyTorch 2.9.1+ROCm 7.2.4").
+    "container_image": "docker.io/rocm/pytorch:rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.9.1",
+    # The image's manifest digest ("sha256:..."), pinned: a registry serving another digest under the tag
+    # fails the deploy (both digests named). Empty: no pin, the tag's image is pulled once and kept.
+    "container_image_digest": "",
+    # Engine settings, empty = the distribution's default. A host whose / is an overlayfs (some containers,
+    # the test bed's hosts) needs storage driver "vfs"; a host without a cgroup hierarchy of its own needs
+    # cgroups "disabled"; netns "host" keeps containers off bridge networking.
+    "container_storage_driver": "",
+    "container_cgroups": "",
+    "container_netns": "",
+    # Registries reached over plain HTTP ("host:port"): registries.conf's `insecure = true`.
+    "container_insecure_registries": [],
+}

@@ -1,0 +1,64 @@
+"""What the container role writes and runs, from settings and facts: pure functions
+(tests/test_roles_container.py)."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+STORAGE_CONF = "/etc/containers/storage.conf"
+CONTAINERS_CONF = "/etc/containers/containers.conf.d/50-radeonlab.conf"
+REGISTRIES_CONF = "/etc/containers/registries.conf.d/50-radeonlab.conf"
+HEADER = "# Written by radeonlab (roles/container); settings: container_* in the inventory.\n"
+
+
+def engine_files(data: dict[str, Any]) -> dict[str, str]:
+    """Path -> content of the engine configuration this host's settings ask for. storage.conf is written
+    only with a storage driver set (it has no drop-in folder: the whole file is ours then)."""
+    files: dict[str, str] = {}
+    if data["container_storage_driver"]:
+        files[STORAGE_CONF] = (
+            f'{HEADER}[storage]\ndriver = "{data["container_storage_driver"]}"\n'
+            'runroot = "/run/containers/storage"\ngraphroot = "/var/lib/containers/storage"\n'
+        )
+    containers = [
+        f'{key} = "{data[f"container_{key}"]}"' for key in ("cgroups", "netns") if data[f"container_{key}"]
+    ]
+    files[CONTAINERS_CONF] = HEADER + ("[containers]\n" + "\n".join(containers) + "\n" if containers else "")
+    registries = "".join(
+        f'\n[[registry]]\nlocation = "{r}"\ninsecure = true\n' for r in data["container_insecure_registries"]
+    )
+    files[REGISTRIES_CONF] = HEADER + registries
+    return files
+
+
+class DigestMismatch(Exception):
+    """The registry serves another image under the pinned image's name."""
+
+
+def mismatch_message(image: str, pinned: str, served: str) -> str:
+    return (
+        f"{image}: the registry serves {served}, not the pinned {pinned} (container_image_digest): another "
+        "image under the same name. Check it, then pin it (container_image_digest) or name the old one"
+    )
+
+
+def pull_command(image: str, pinned: str, local: str | None, served: str | None) -> str | None:
+    """The pull to run, or None when the host has what it needs. Raises DigestMismatch when the registry
+    is seen serving another digest than the pinned one. The command checks the pulled digest itself too:
+    on a first deploy skopeo is not installed when the facts are read, and a tag can move between the two."""
+    if pinned and served and served != pinned:
+        raise DigestMismatch(mismatch_message(image, pinned, served))
+    if local and (not pinned or local == pinned):
+        return None
+    q = shlex.quote(image)
+    pull = f"podman pull --quiet {q} >/dev/null"
+    if not pinned:
+        return pull
+    before, _, after = mismatch_message(image, pinned, "\0").partition("\0")
+    return (
+        f"{pull} && got=$(podman image inspect --format '{{{{.Digest}}}}' {q}) && "
+        f'if [ "$got" != {shlex.quote(pinned)} ]; then '
+        f'echo {shlex.quote(before)}"$got"{shlex.quote(after)} >&2; '
+        f"podman rmi {q} >/dev/null; exit 1; fi"
+    )
