@@ -5,6 +5,7 @@ issue 24: the planner reaches no SSH, the contract is the standard library alone
 from __future__ import annotations
 
 import ast
+import re
 import sys
 import tomllib
 import typing
@@ -302,3 +303,16 @@ def test_contract_fields_are_typed() -> None:
                 inside.add(f"{cls.__name__}.{name}")
     assert not top, top
     assert sorted(inside) == [], "fields typed with Any inside"
+
+
+def test_tests_sit_in_their_lane_folders() -> None:
+    """tests/unit holds what needs no sandbox host, tests/e2e what does (or is slow), tests/support what both
+    use: no test file sits flat in tests/, and no file in tests/unit is marked for the sandbox or as slow."""
+    top = ("__init__.py", "conftest.py")
+    flat = sorted(p.name for p in (REPO / "tests").glob("*.py") if p.name not in top)
+    assert flat == [], f"move these into tests/unit, tests/e2e or tests/support: {flat}"
+    marked = [
+        p.name for p in (REPO / "tests" / "unit").glob("test_*.py")
+        if re.search(r"^pytestmark = .*\b(sandbox|slow)\b", p.read_text(), re.M)
+    ]  # fmt: skip
+    assert marked == [], f"whole files marked sandbox/slow belong in tests/e2e: {marked}"

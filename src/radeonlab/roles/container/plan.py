@@ -1,5 +1,5 @@
 """What the container role writes and runs, from settings and facts: pure functions
-(tests/test_roles_container.py)."""
+(tests/unit/test_roles_container.py)."""
 
 from __future__ import annotations
 

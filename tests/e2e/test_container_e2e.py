@@ -16,7 +16,7 @@ import pytest
 
 from radeonlab.sandbox import containerlab, ociimage, provision, registry
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost
-from tests.provisioned import run_deploy
+from tests.support.provisioned import run_deploy
 
 pytestmark = pytest.mark.sandbox
 

@@ -17,7 +17,7 @@ from radeonlab.roles.container.facts import LocalImageDigest, RegistryDigest
 IMAGE = "127.0.0.1:5000/rocm/pytorch:rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.9.1"
 PINNED = "sha256:" + "a" * 64
 OTHER = "sha256:" + "b" * 64
-SANDBOX = {  # what the test bed passes through inventory data (tests/test_container_e2e.py)
+SANDBOX = {  # what the test bed passes through inventory data (tests/e2e/test_container_e2e.py)
     "container_storage_driver": "vfs",
     "container_cgroups": "disabled",
     "container_netns": "host",
@@ -95,7 +95,7 @@ def test_unpinned_pull_is_the_plain_pull() -> None:
 def test_default_image_is_named_as_amd_names_its_images() -> None:
     """The product's default against AMD's documents (sandbox/amdworld/containers.yaml), not itself."""
     amd = yaml.safe_load(
-        (Path(__file__).parent.parent / "src/radeonlab/sandbox/amdworld/containers.yaml").read_text()
+        (Path(__file__).parents[2] / "src/radeonlab/sandbox/amdworld/containers.yaml").read_text()
     )
     names = {f"{amd['registry']}/{amd['repository']}:{amd['tag_shape'].format(**t)}" for t in amd["tags"]}
     assert DEFAULTS["container_image"] in names
