@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shlex
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from radeonlab.roles.python_stack import RUNNER_FILE, pip_locked, plan
 from radeonlab.roles.python_stack import lock as stack_lock
 from radeonlab.sandbox import aptrepo, web, wheels
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost
@@ -31,6 +33,7 @@ pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 CARDS = {"fd-1100": "rx7900xtx", "fd-1201": "rx9070xt", "fd-1151": "strixhalo"}
 KEY = "amd-rocm10.1-py3.11-torch2.14.0-lf0.9.5"
 VENV = "/home/lab/radeonlab/venv"
+RUNNER = f"{VENV}/{RUNNER_FILE}"  # the role's locked-install runner (pip_locked.py) on each host
 
 
 @dataclass
@@ -44,6 +47,7 @@ class Lab:
     served_first: dict[str, web.Served]
     locks_dir: Path
     seconds: dict[str, float] = field(default_factory=dict)  # one fresh host's deploy, per installer
+    first_done: float = field(default_factory=time.monotonic)  # when the first deploy ended
 
     @property
     def lock(self) -> stack_lock.Lock:
@@ -159,37 +163,91 @@ def test_the_pip_fallback_installs_the_same_locked_files_without_uv(lab: Lab) ->
 
 
 def test_the_stack_install_alone_pip_vs_uv_from_the_hosts_lock(lab: Lab) -> None:
-    """On the uv host, the role's locked install into a fresh venv, each once: pip without a cache, uv with
-    an empty cache, uv with the cache the deploy left (python_stack_uv_cache_dir). Each installs the lock's
-    files, verified; the files each fetched are printed beside the times. Not asserted: that the deploy's
-    cache spares the downloads (it did not here: 65 of 65 after the first, resolving deploy; the role's
-    README says so)."""
+    """On the uv host, the locked install into a fresh venv, each once: pip without a cache, uv with an
+    empty cache, the role's own uv command (through the runner, --cache-first) with the cache the deploy
+    left (python_stack_uv_cache_dir). Each installs the lock's files, verified; the files each fetched
+    are printed beside the times. The role's command fetches none: uv's cache alone serves the lock."""
     h = lab.sandbox.hosts["fd-1100b"]
     lock = f"{VENV}/radeonlab-lock.txt"
     hashed = f"--require-hashes --no-deps -r {lock}"
+    role = plan.install_command("uv", "/tmp/m-uv2", RUNNER, "/home/lab/.cache/uv", [])
     runs = {
         "pip": f"python3 -m venv /tmp/m-pip && /tmp/m-pip/bin/pip install -q --no-cache-dir {hashed}",
         "uv, empty cache": f"python3 -m venv /tmp/m-uv1 && {VENV}/bin/uv pip install -q --python "
         f"/tmp/m-uv1/bin/python --cache-dir /tmp/m-uv-cache {hashed}",
-        "uv, the deploy's cache": f"python3 -m venv /tmp/m-uv2 && {VENV}/bin/uv pip install -q --python "
-        f"/tmp/m-uv2/bin/python --cache-dir /home/lab/.cache/uv {hashed}",
+        "the role's uv, the deploy's cache": f"python3 -m venv /tmp/m-uv2 && ln -s {VENV}/bin/uv "
+        f"/tmp/m-uv2/bin/uv && {shlex.join(role)} -r {lock}",
     }
-    seconds, served = {}, {}
+    seconds, served, said = {}, {}, {}
     for what, command in runs.items():
         before = lab.server.served()
         start = time.monotonic()
         done = h.exec(command, user="lab", timeout=900)
         seconds[what] = time.monotonic() - start
         assert done.returncode == 0, (what, done.stderr[-2000:])
+        said[what] = done.stdout.strip()
         served[what] = sum(
             s.requests - before.get(p, web.Served()).requests
             for p, s in lab.server.served().items()
             if p.startswith("/pypi/files/")
         )
     assert served["pip"] > 0 and served["uv, empty cache"] > 0, served
-    print("\nthe locked stack into a fresh venv: " + ", ".join(
-        f"{k} {v:.1f}s ({served[k]} files fetched)" for k, v in seconds.items()
-    ))
+    assert served["the role's uv, the deploy's cache"] == 0, served
+    assert said["the role's uv, the deploy's cache"].endswith(f"({pip_locked.FROM_CACHE})"), said
+    print(
+        "\nthe locked stack into a fresh venv: "
+        + ", ".join(f"{k} {v:.1f}s ({served[k]} files fetched)" for k, v in seconds.items())
+    )
+
+
+def test_a_reinstall_on_a_resolving_host_takes_every_locked_file_from_uvs_cache(lab: Lab) -> None:
+    """fd-1100 resolved its GPU target into the lab's lock in the first deploy and installed from it with
+    uv. Its venv removed, a deploy makes it again and installs the same lock lines (by URL, the same uv
+    flags and cache): the index serves none of the lock's files. Then the role's command into a second
+    venv says it ran offline, from uv's cache alone: what holds however old the cache's answers are (uv,
+    online, revalidates one older than its freshness, and the SIMULATED index's 304 is unusable to it:
+    every wheel is read again for its METADATA, tests/unit/test_stack_installer.py)."""
+    h = lab.hosts["fd-1100"]
+    freeze = f"{VENV}/bin/pip freeze --exclude uv"
+    before_freeze = sorted(h.exec(freeze, user="lab").stdout.splitlines())
+    lines = (h.root / VENV.lstrip("/") / "radeonlab-lock.txt").read_text()
+    pins = [ln for ln in lines.splitlines() if ln.strip() and not ln.startswith("#")]
+    assert pins and all(" @ " in ln for ln in pins), lines  # every line by URL, as the first install
+    files = {urlsplit(u).path for u in re.findall(r" @ (\S+) --hash=", lines)}
+    gone = h.exec(f"rm -rf {VENV}", user="lab")
+    assert gone.returncode == 0 and not (h.root / VENV.lstrip("/")).exists(), gone.stderr
+    age = time.monotonic() - lab.first_done
+    before = lab.server.served()
+    run = run_deploy(lab.sandbox, [h])
+    assert run.returncode == 0, run.stderr[-5000:]
+    changed = run.changed_ops(h.name)
+    assert any("Install the hash-locked stack" in op for op in changed), changed
+    assert not any("Resolve the stack" in op for op in changed), changed
+    served = lab.server.served()
+    fetched = {
+        p: n
+        for p in files
+        if (n := served.get(p, web.Served()).requests - before.get(p, web.Served()).requests)
+    }
+    assert fetched == {}, fetched
+    assert sorted(h.exec(freeze, user="lab").stdout.splitlines()) == before_freeze
+    role = plan.install_command("uv", "/tmp/re-uv", RUNNER, "/home/lab/.cache/uv", [])
+    before = lab.server.served()
+    again = h.exec(
+        f"python3 -m venv /tmp/re-uv && ln -s {VENV}/bin/uv /tmp/re-uv/bin/uv && {shlex.join(role)} "
+        f"-r {VENV}/radeonlab-lock.txt",
+        user="lab",
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    said = again.stdout.strip()
+    assert said.startswith(f"Installed {len(files)} packages in "), said
+    assert said.endswith(f"({pip_locked.FROM_CACHE})"), said
+    served = lab.server.served()
+    assert [p for p in files if served.get(p) != before.get(p)] == []
+    print(
+        f"\nre-install of {len(files)} locked files into a new venv on a resolving host, uv's cache "
+        f"{age:.0f}s old: {len(fetched)} fetched (the deploy, {run.seconds:.1f}s); a second venv: {said}"
+    )
 
 
 def test_one_changed_byte_in_a_served_file_fails_the_next_host_in_one_line_and_keeps_nothing(

@@ -3,12 +3,17 @@ uv 0.13.9 output), and a real uv run refusing a changed wheel from a local file 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import html
 import os
 import subprocess
 import sys
+import threading
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -34,7 +39,8 @@ def test_uv_is_the_default_installer_and_pip_the_documented_fallback() -> None:
 def test_the_uv_install_command_is_uv_pip_with_hashes_into_the_venv_with_its_cache() -> None:
     cmd = plan.install_command("uv", "/h/v", "/h/v/run.py", "/h/.cache/uv", INDEX)
     assert cmd[:2] == ["/h/v/bin/python", "/h/v/run.py"]  # through the one-line runner
-    assert cmd[2:5] == ["/h/v/bin/uv", "pip", "install"]
+    assert cmd[2] == pip_locked.CACHE_FIRST  # from uv's cache alone first (--offline), then online
+    assert cmd[3:6] == ["/h/v/bin/uv", "pip", "install"]
     assert {"--require-hashes", "--no-deps"} <= set(cmd)
     assert cmd[cmd.index("--python") + 1] == "/h/v/bin/python"  # the venv, not uv's own choice
     assert cmd[cmd.index("--cache-dir") + 1] == "/h/.cache/uv"  # kept between deploys: re-installs link
@@ -192,3 +198,60 @@ def test_uv_refuses_a_changed_byte_in_a_file_locked_by_url_in_one_line(tmp_path:
         f"{hashlib.sha256(changed).hexdigest()}; nothing from this install was installed"
     ]
     assert not _installed(venv)
+
+
+class _StaleHandler(SimpleHTTPRequestHandler):
+    """Python's file server (as the sandbox's index), every answer stale at once (max-age=0): uv revalidates
+    what it cached, and this server's 304 carries no Last-Modified (uv 0.13.9: "unusable 304")."""
+
+    requests: list[tuple[str, str]]
+
+    def end_headers(self) -> None:
+        self.send_header("Cache-Control", "max-age=0")
+        super().end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the stdlib's signature
+        self.requests.append((self.command, str(args[1]) if len(args) > 1 else "?"))
+
+
+@contextmanager
+def _stale_server(root: Path) -> Iterator[tuple[str, list[tuple[str, str]]]]:
+    requests: list[tuple[str, str]] = []
+    handler = type("Handler", (_StaleHandler,), {"requests": requests})
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", requests
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_a_reinstall_from_the_same_lock_links_from_uvs_cache_and_asks_no_index(tmp_path: Path) -> None:
+    """A new venv, the same lock by URL, the cache the first install left, its answers stale: the role's
+    command (--cache-first) makes no request; the same uv command online fetches the wheel again to read
+    its METADATA (the cause: the server's 304 is unusable to uv, and it takes no range requests)."""
+    uv = _uv(tmp_path)
+    wheel = _wheel(tmp_path / "www" / "files")
+    sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    with _stale_server(tmp_path / "www") as (url, requests):
+        lock = tmp_path / "lock.txt"
+        lock.write_text(f"demo-pkg @ {url}/files/{wheel.name} --hash=sha256:{sha}\n")
+        first, venv = _install(tmp_path, uv, f"{url}/simple", lock, "first")
+        assert first.returncode == 0 and first.stdout.startswith("Installed 1 package in"), first.stdout
+        assert pip_locked.FROM_CACHE not in first.stdout  # an empty cache: the run online fetched it
+        assert ("GET", "200") in requests and _installed(venv)
+        requests.clear()
+        again, venv = _install(tmp_path, uv, f"{url}/simple", lock, "again")
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert again.stdout.strip().endswith(f"({pip_locked.FROM_CACHE})"), again.stdout
+        assert requests == [] and _installed(venv)
+        venv = tmp_path / "online"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        os.symlink(uv, venv / "bin" / "uv")
+        cmd = plan.install_command("uv", str(venv), str(RUNNER), str(tmp_path / "uv-cache"), [])
+        uv_alone = cmd[cmd.index(pip_locked.CACHE_FIRST) + 1 :]  # the same uv command, without the runner
+        done = subprocess.run([*uv_alone, "-r", str(lock)], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert requests.count(("GET", "200")) >= 1, requests  # uv's behaviour the runner steps around

@@ -1,7 +1,7 @@
 """Runs on a workstation (python3, standard library only): a locked pip install that fails in one line.
 
     python3 pip_locked.py PIP ARGS... --require-hashes --no-deps -r LOCK
-    python3 pip_locked.py VENV/bin/uv pip install ARGS... --require-hashes --no-deps -r LOCK
+    python3 pip_locked.py --cache-first VENV/bin/uv pip install ARGS... --require-hashes --no-deps -r LOCK
 
 Runs the pip (or uv) command it is given (the lock's path is the value of its `-r`). pip refuses a file whose
 sha256 differs from the lock, but says so in several lines among its progress output. Here its output is
@@ -14,6 +14,15 @@ A lab wheel cache that refuses to serve a file that no longer matches its own lo
 the same way, with the hash it says it holds. Any other failure: pip's last lines, unchanged.
 pip downloads and checks every file before installing any, so a refused file leaves the venv as it was;
 so does uv (it prepares every file, hash-checked, before it installs one). uv's wording is read too.
+
+--cache-first (uv only): the command is first run with uv's --offline, from uv's cache alone, and only
+when that fails (a file the cache lacks, or one whose sha256 uv computed on fetching it is not the lock's)
+as given: every line is pinned by sha256, so a cached copy with the lock's hash is the locked file.
+Online, uv revalidates each cached answer older than its freshness (the index's Cache-Control, else a
+heuristic from Last-Modified: 600 s in uv 0.13.9's trace), and where the index's 304 carries no validator
+(uv: "Server returned unusable 304") it reads every wheel's METADATA again, the whole file where the index
+takes no range requests, while it still links the wheel itself from the cache. Offline, a re-install (a
+new venv, the same lock) asks the indexes nothing.
 """
 
 from __future__ import annotations
@@ -49,6 +58,8 @@ _UV_FAILED = re.compile(
     r"Failed to (?:download|read) `(?P<req>[^`]+ @ (?P<url>[^`\s]+))`\n\s+cause: Failed to extract"
 )
 TAIL = 15  # lines of pip's output shown for a failure that is not about hashes
+CACHE_FIRST = "--cache-first"
+FROM_CACHE = "offline, from uv's cache: nothing downloaded"
 
 
 def normalize(name: str) -> str:
@@ -172,18 +183,34 @@ def _fetch_body(url: str) -> str:
     return ""
 
 
+def _run(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def summary(output: str) -> str:
+    said = ("Successfully installed", "Installed ")  # pip's summary; uv's "Installed 3 packages in 9ms"
+    installed = [line for line in output.splitlines() if line.startswith(said)]
+    return installed[-1] if installed else "nothing to install"
+
+
 def main(argv: list[str]) -> int:
+    cache_first = argv[:1] == [CACHE_FIRST]
+    argv = argv[1:] if cache_first else argv
     if "--require-hashes" not in argv or "-r" not in argv[:-1]:
         print("pip_locked.py: give pip --require-hashes and -r LOCK", file=sys.stderr)
         return 2
-    lock = argv[argv.index("-r") + 1]
+    r = argv.index("-r")
+    lock = argv[r + 1]
     # uv wraps its error report at $COLUMNS (a long URL splits over two lines): read here, one line each
     env = {**os.environ, "COLUMNS": "100000"}
-    done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    if cache_first:  # any failure here (most often: a file not cached) is decided by the run online
+        cached = _run([*argv[:r], "--offline", *argv[r:]], env)
+        if cached.returncode == 0:
+            print(f"{summary(cached.stdout)} ({FROM_CACHE})")
+            return 0
+    done = _run(argv, env)
     if done.returncode == 0:
-        said = ("Successfully installed", "Installed ")  # pip's summary; uv's "Installed 3 packages in 9ms"
-        installed = [line for line in done.stdout.splitlines() if line.startswith(said)]
-        print(installed[-1] if installed else "nothing to install")
+        print(summary(done.stdout))
         return 0
     with open(lock) as f:
         lock_text = f.read()

@@ -214,7 +214,8 @@ def install_command(
 ) -> list[str]:
     """The locked install's command, `-r LOCK` excluded, run through the runner (pip_locked.py: one line
     per refused file). Both installers get --require-hashes --no-deps: exactly the locked files, or none.
-    uv installs into the venv's interpreter (--python) with its cache at uv_cache (the training user's)."""
+    uv installs into the venv's interpreter (--python) with its cache at uv_cache (the training user's),
+    tried from that cache alone first (the runner's --cache-first)."""
     python = f"{venv}/bin/python"
     if installer_name == "pip":
         command = [
@@ -232,4 +233,6 @@ def install_command(
         # deploy is root's home, unreadable to the training user (uv: `failed to open file .../uv.toml`); and
         # a stray config there must not change what a hash-locked install does.
         command += ["--cache-dir", uv_cache, "--no-progress", "--no-config"]
+        # from uv's cache alone first (pip_locked.py --cache-first): a re-install asks no index anything
+        return [python, runner, "--cache-first", *command, *index_args]
     return [python, runner, *command, *index_args]
