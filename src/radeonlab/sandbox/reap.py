@@ -62,13 +62,18 @@ def stale_state_dirs(lease_dir: Path = config.LEASE_DIR) -> list[Path]:
 
 def reap_stale(lease_dir: Path = config.LEASE_DIR) -> list[str]:
     """Destroy every stale sandbox host (processes, mounts, disk, lease); returns what was removed."""
+    from radeonlab.sandbox.host import _flock
     from radeonlab.sandbox.hosts import Sandbox
 
     removed = []
-    for state_dir in stale_state_dirs(lease_dir):
-        sandbox = Sandbox(state_dir)
-        removed += [f"{state_dir}:{name}" for name in sandbox.hosts]
-        sandbox.destroy_all()
-        with contextlib.suppress(OSError):
-            (state_dir / OWNER_FILE).unlink()
+    # One reaper at a time on this machine: two test sessions (or two pytest-xdist workers) starting together
+    # would both find the same stale sandbox, and the second one's umount of a root the first already
+    # unmounted fails. The second waits, then finds nothing stale left.
+    with _flock(lease_dir / ".reap.lock"):
+        for state_dir in stale_state_dirs(lease_dir):
+            sandbox = Sandbox(state_dir)
+            removed += [f"{state_dir}:{name}" for name in sandbox.hosts]
+            sandbox.destroy_all()
+            with contextlib.suppress(OSError):
+                (state_dir / OWNER_FILE).unlink()
     return removed
