@@ -97,7 +97,7 @@ def test_probe_tool_reports_record_and_jobs(tmp_path: Path, sleepers: list) -> N
     assert (shown["rocm"], shown["torch"]) == ("7.2.4.70204-1", "2.13.0+rocm7.2")
     assert (shown["running"], shown["queued"], shown["stale"]) == (["live-1"], ["q-1", "q-2"], ["dead-1"])
     # in a Slurm lab, a folder staged for a job Slurm holds pending has no launcher yet and still waits here
-    view.slurm_pending = frozenset({"q-gone"})
+    view.scheduler_pending = frozenset({"q-gone"})
     assert view.to_dict()["queued"] == ["q-1", "q-2", "q-gone"]
     # this machine has no AMD card: the record's GPU is known, with no live readings
     assert view.record is not None and [g.name for g in view.record.gpus] == [XTX["name"]]

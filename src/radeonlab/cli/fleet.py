@@ -36,15 +36,11 @@ def command(inventory: str | None, limit: str | None, timeout: float, as_json: b
     from radeonlab.cli.views import fleet_table
     from radeonlab.jobs.fleet.inventory import load_inventory, select_hosts
     from radeonlab.jobs.fleet.probe import probe_hosts
+    from radeonlab.jobs.scheduler.choose import describe_hosts
 
-    targets = select_hosts(load_inventory(inventory_path(inventory)), limit_value(limit))
-    views = probe_hosts(targets, timeout)
-    from radeonlab.jobs.fleet.slurm import slurm_says
-
-    said = slurm_says(load_inventory(inventory_path(inventory)))  # the whole inventory: its controller
-    for view in views:
-        view.slurm = said.words.get(view.name, "")
-        view.slurm_pending = said.pending
+    everything = load_inventory(inventory_path(inventory))
+    views = probe_hosts(select_hosts(everything, limit_value(limit)), timeout)
+    describe_hosts(everything, views)  # what each scheduler says of them, from the whole inventory
     if as_json:
         echo_json([v.to_dict() for v in views])
     else:

@@ -109,31 +109,24 @@ def command(
     sends nothing. Exit status: 0 started (or queued), 1 it failed to start, 2 the spec or an option is wrong.
     """
     from radeonlab.cli.views import rich_progress
-    from radeonlab.jobs.apply.submit import apply_plan, no_progress
-    from radeonlab.jobs.plan.plan import plan_job
+    from radeonlab.errors import InventoryError
+    from radeonlab.jobs.apply.submit import no_progress
+    from radeonlab.jobs.fleet.inventory import load_inventory
+    from radeonlab.jobs.scheduler.choose import scheduler_for
 
     inv = inventory_path(inventory)
-    from radeonlab.errors import InventoryError
-    from radeonlab.jobs.apply.slurm import lab_of
-    from radeonlab.jobs.fleet.inventory import load_inventory
-
     try:  # once for the whole command
         targets = load_inventory(inv)
     except InventoryError:
-        targets = None  # plan_job checks the spec, then reports the inventory (docs/reference/bad-inputs.md)
-    lab = None if targets is None else lab_of(targets, host)
-    if lab is not None:  # radeonlab_scheduler: slurm (docs/guide/slurm.md)
-        if sweeps or follow:
-            from radeonlab.errors import InputError
-
-            raise InputError("--sweep and --watch are not wired for Slurm yet: submit each job, then look")
-        raise SystemExit(submit_slurm(spec, inv, lab, overrides, nodes, dry_run, strict, verbose, as_json))
+        targets = None  # planning checks the spec, then reports the inventory (docs/reference/bad-inputs.md)
+    scheduler = scheduler_for(targets, host)  # the inventory's radeonlab_scheduler (docs/guide/slurm.md)
+    scheduler.check_options(sweep=bool(sweeps), watch=follow)
     if sweeps:
         raise SystemExit(submit_sweep(spec, inv, sweeps, overrides, host, nodes, dry_run, strict,
                                       allow_shared, follow, as_json))  # fmt: skip
     t0 = time.monotonic()
     with problems_shown():
-        plan = plan_job(
+        planned = scheduler.plan(
             spec,
             inv,
             host=host,
@@ -145,23 +138,25 @@ def command(
             say=say,
             targets=targets,
         )
-    with plan:
-        for node in plan.nodes:
-            for note in [node.preflight.message] if node.preflight.fits is False else []:
-                say(f"warning: {note}")
+    with planned:
         if dry_run:
-            echo_json(plan.to_dict()) if as_json else print_plan(plan)
+            extra, lines = scheduler.preview(planned)
+            if as_json:
+                echo_json({**planned.plan.to_dict(), **extra})
+                return
+            print_plan(planned.plan)
+            for line in lines:
+                click.echo(line)
             return
-        say(f"{plan.job_id}: {plan.rank0.host}, {plan.rank0.rendered.why_precision}")
-        result = apply_plan(plan, progress_bar=no_progress if as_json else rich_progress, say=say)
+        result = scheduler.submit(planned, progress_bar=no_progress if as_json else rich_progress, say=say)
     if verbose:
         phases = ", ".join(f"{k} {v:.2f}s" for k, v in result.seconds.items())
         say(f"timing: {phases}; total {time.monotonic() - t0:.2f}s (the training's own start-up comes after)")
     if as_json:
         echo_json(result.to_dict())
     else:
-        click.echo(f"submitted {result.job_id} to {result.host}: {result.state.summary()}")
-        click.echo(f"  follow it: radeonlab watch {result.job_id}   results: radeonlab fetch {result.job_id}")
+        for line in scheduler.submitted_words(result):
+            click.echo(line)
     if result.state.state.is_finished() and result.state.state.value != "succeeded":
         raise SystemExit(1)
     if follow:
@@ -223,43 +218,3 @@ def submit_sweep(
     else:
         click.echo(f"  {len(results)} jobs; follow them: radeonlab list, radeonlab watch JOB")
     return 1 if failed else 0
-
-
-def submit_slurm(
-    spec: Path,
-    inv: str,
-    lab: Any,
-    overrides: tuple[str, ...],
-    nodes: int | None,
-    dry_run: bool,
-    strict: bool,
-    verbose: bool,
-    as_json: bool,
-) -> int:
-    """Stage the job on every node Slurm may give it and sbatch it on the controller (jobs/apply/slurm.py)."""
-    from radeonlab.cli.views import rich_progress
-    from radeonlab.jobs.apply.slurm import apply_slurm, batch_script, plan_slurm_job
-    from radeonlab.jobs.apply.submit import no_progress
-
-    with problems_shown():
-        planned = plan_slurm_job(spec, inv, lab, nodes=nodes, overrides=overrides, strict=strict, say=say)
-    with planned:
-        if dry_run:
-            if as_json:
-                echo_json({**planned.plan.to_dict(), "sbatch": batch_script(planned)})
-            else:
-                print_plan(planned.plan)
-                click.echo(f"  sbatch on {lab.controller.name}:")
-                click.echo("".join(f"    {line}\n" for line in batch_script(planned).splitlines()), nl=False)
-            return 0
-        result = apply_slurm(planned, progress_bar=no_progress if as_json else rich_progress, say=say)
-    if verbose:
-        say("timing: " + ", ".join(f"{k} {v:.2f}s" for k, v in result.seconds.items()))
-    if as_json:
-        echo_json(result.to_dict())
-    else:
-        click.echo(f"submitted {result.job_id} through Slurm: {result.state.summary()}")
-        for note in result.notes:
-            click.echo(f"  {note}")
-        click.echo(f"  follow it: radeonlab status {result.job_id}  cancel: radeonlab cancel {result.job_id}")
-    return 0

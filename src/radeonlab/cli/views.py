@@ -92,6 +92,8 @@ def watch_panel(snap: Any) -> Any:  # (Snapshot) -> rich renderable
 def fleet_table(views: Sequence[Any]) -> Table:
     """`radeonlab fleet`: one row per host."""
     table = Table(box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
+    # what the lab's scheduler says of each host (jobs/scheduler describe_hosts), when one said anything
+    named = sorted({v.scheduler_name or "scheduler" for v in views if v.scheduler})
     for column in (
         "host",
         "reachable",
@@ -105,15 +107,14 @@ def fleet_table(views: Sequence[Any]) -> Table:
         "provisioned",
         "running job",
         "queued",
-        *(["Slurm"] if any(v.slurm for v in views) else []),
+        *([" / ".join(named)] if named else []),
     ):
         table.add_column(column, overflow="fold")
-    slurm_cell = [lambda v: v.slurm or "-"] if any(v.slurm for v in views) else []
+    said = [lambda v: v.scheduler or "-"] if named else []
     for v in views:
         if not v.reachable:
-            table.add_row(v.name, f"[red]no: {v.error}[/red]", *["-"] * 10, *(c(v) for c in slurm_cell))
+            table.add_row(v.name, f"[red]no: {v.error}[/red]", *["-"] * 10, *(c(v) for c in said))
             continue
-        controller = v.slurm.startswith("Slurm controller")
         record = v.raw_record or {}
         names = {int(g["index"]): g for g in record.get("gpus") or [] if "index" in g}
         gpus = v.gpus or []
@@ -132,18 +133,14 @@ def fleet_table(views: Sequence[Any]) -> Table:
             "\n".join(watts_text(g.power_w) for g in gpus) or "-",
             str((record.get("rocm") or {}).get("installed") or "-"),
             str((record.get("torch") or {}).get("version") or "-"),
-            "yes"
-            if v.provisioned
-            else "Slurm controller (no GPU stack)"
-            if controller
-            else f"[yellow]no: {v.note}[/yellow]",
+            "yes" if v.provisioned else v.no_stack_because or f"[yellow]no: {v.note}[/yellow]",
             "\n".join(
                 [j["id"] for j in v.jobs if j["state"].get("state") == JobState.RUNNING and j["alive"]]
                 + [f"{j} (stale: process gone)" for j in v.stale]
             )
             or "-",
             str(len(v.queued)),
-            *(c(v) for c in slurm_cell),
+            *(c(v) for c in said),
         )
     return table
 

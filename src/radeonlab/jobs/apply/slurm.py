@@ -234,8 +234,3 @@ def apply_slurm(sp: SlurmPlan, *, progress_bar: ProgressBar = no_progress, say: 
     notes = [f"Slurm job {slurm_id} on {sp.lab.controller.name}; may run on {', '.join(info.candidates)}"]
     return SubmitResult(plan.job_id, rank0.host, rank0.job.root, rank0.rendered.precision, state, reports[0],
                         notes, dict(plan.timings))  # fmt: skip
-
-
-def script_preview(sp: SlurmPlan) -> str:
-    """`submit --dry-run` under Slurm: the batch script as it would be sent."""
-    return batch_script(sp)

@@ -19,6 +19,7 @@ from radeonlab.contract.state import JobState
 from radeonlab.jobs.fleet import store
 from radeonlab.jobs.fleet.inventory import HostTarget
 from radeonlab.jobs.fleet.probe import HostView, probe_hosts
+from radeonlab.jobs.scheduler.choose import fold_rows, scheduler_of
 
 # what a row read from the host has that the local cache does not keep
 NOT_CACHED: dict[str, Any] = {
@@ -68,8 +69,8 @@ def row(listed: ListedJob) -> dict[str, Any]:
         "duration_s": listed.summary.get("duration_s"),
         "overrides": dict(job.overrides),
         "source": "host",
-        # a Slurm job: its controller here, its Slurm id once `fold_slurm` asked Slurm
-        "slurm": (job.slurm.job_id or job.slurm.controller) if job.slurm else "",
+        # its scheduler's word (a Slurm job: its controller here, its Slurm id once `fold_rows` asked Slurm)
+        "slurm": scheduler_of(job).job_word(job),
     }
 
 
@@ -102,25 +103,8 @@ def list_rows(
             ]
             rows += [row(j) for j in listed]
             store.rebuild(conn, found, hosts=[view.name])
-    if any(r.get("slurm") for r in rows):  # one row per Slurm job, with Slurm's word while it waits
-        rows = fold_slurm(rows, inventory_hosts, warn)
+    rows = fold_rows(rows, inventory_hosts, warn)  # one row per Slurm job, with Slurm's word while it waits
     wanted = {s.value for s in states}
     rows = [r for r in rows if not wanted or r["state"] in wanted]
     rows.sort(key=lambda r: (r["created_at"] or "", r["id"]), reverse=True)
     return rows, views
-
-
-def fold_slurm(
-    rows: list[dict[str, Any]], targets: Mapping[str, HostTarget], warn: Callable[[str], None]
-) -> list[dict[str, Any]]:
-    from radeonlab.errors import RadeonlabError, one_line
-    from radeonlab.jobs.apply.slurm import lab_of
-    from radeonlab.jobs.track.slurm import fold, slurm_jobs
-
-    try:
-        lab = lab_of(targets)
-        jobs = slurm_jobs(lab) if lab else None
-    except RadeonlabError as exc:  # the hosts' rows still show; Slurm's word is missing
-        warn(f"radeonlab: warning: Slurm not asked: {one_line(exc)}")
-        jobs = None
-    return fold(rows, jobs)

@@ -40,8 +40,13 @@ class HostView:
     gpus: list[GpuReading] = field(default_factory=list)
     jobs: list[dict[str, Any]] = field(default_factory=list)  # jobs/host/probe.py job summaries
     seconds: float | None = None
-    slurm: str = ""  # what Slurm says of the host (jobs/fleet/slurm.py), in a Slurm lab
-    slurm_pending: frozenset[str] = frozenset()  # job ids Slurm holds pending (staged here, not started)
+    # what the lab's scheduler says of the host (jobs/scheduler describe_hosts: Slurm's node state), under
+    # the scheduler's name; the jobs it holds pending (staged here, not started); and, for a host with no GPU
+    # stack by design (a Slurm controller), what it is
+    scheduler: str = ""
+    scheduler_name: str = ""
+    scheduler_pending: frozenset[str] = frozenset()
+    no_stack_because: str = ""
     paths: dict[str, dict[str, Any]] = field(default_factory=dict)  # read_host(paths=...): what each is here
 
     @property
@@ -56,10 +61,10 @@ class HostView:
 
     @property
     def queued(self) -> list[str]:
-        """Jobs waiting here: in the host's own GPU queue (a live launcher), or staged here for a job Slurm
-        holds pending (no launcher until Slurm starts it, on this node or another candidate)."""
+        """Jobs waiting here: in the host's own GPU queue (a live launcher), or staged here for a job the
+        lab's scheduler holds pending (no launcher until Slurm starts it, here or on another candidate)."""
         waiting = [j for j in self.jobs if j["state"].get("state") == JobState.QUEUED.value]
-        return [j["id"] for j in waiting if j["alive"] or j["id"] in self.slurm_pending]
+        return [j["id"] for j in waiting if j["alive"] or j["id"] in self.scheduler_pending]
 
     @property
     def stale(self) -> list[str]:
@@ -102,7 +107,7 @@ class HostView:
             "queued": self.queued,
             "stale": self.stale,
             "seconds": self.seconds,
-            "slurm": self.slurm,
+            "slurm": self.scheduler,  # the key `fleet --json` has always had (Slurm: the one such scheduler)
         }
 
 

@@ -53,6 +53,8 @@ from radeonlab.jobs.host.process import EXIT_LOCKED, StateFile, now, stop_group
 
 # A multi-node job started by Slurm's batch script (srun, one launcher per node): these come from the
 # allocation, not from job.json, because Slurm, not the laptop, chose the nodes and rank 0's address.
+# Reading them here is the host side of Slurm's rank mapping, not a choice of scheduler (that is made once,
+# on the laptop, in jobs/scheduler/choose.py): the environment says whether an allocation started us.
 SLURM_TORCHRUN_KEYS = (
     "FORCE_TORCHRUN", "NNODES", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "NPROC_PER_NODE"
 )  # fmt: skip

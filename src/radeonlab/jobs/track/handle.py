@@ -17,12 +17,10 @@ from pathlib import Path
 
 from radeonlab.contract.jobdir import JobDir
 from radeonlab.contract.jobid import is_job_id
-from radeonlab.contract.parts import SlurmInfo
 from radeonlab.contract.records import HostRecord, JobRecord, StateRecord
 from radeonlab.errors import (
     InputError,
     JobNotFoundError,
-    JobStateError,
     RadeonlabError,
     TransportError,
     one_line,
@@ -30,21 +28,13 @@ from radeonlab.errors import (
 from radeonlab.jobs.fleet import store
 from radeonlab.jobs.fleet.inventory import HostTarget, get_host, load_inventory
 from radeonlab.jobs.fleet.probe import read_host, require_record
+from radeonlab.jobs.scheduler.base import RankResult
+from radeonlab.jobs.scheduler.choose import scheduler_of
 from radeonlab.jobs.ssh.connection import Remote, connect
 from radeonlab.jobs.track import follow
 
 LAST = "@last"
 Say = Callable[[str], None]
-
-
-@dataclass
-class RankResult:
-    """What an action did on one rank of a multi-node job."""
-
-    rank: int
-    host: str
-    state: StateRecord | None = None
-    error: str | None = None
 
 
 def resolve_ref(ref: str, conn_rows: list[store.JobRow]) -> str:
@@ -117,9 +107,9 @@ class JobHandle:
             except BaseException:
                 remote.close()
                 raise
-            if handle.job.slurm and not host:
-                node = handle.slurm_view()
-                if node and node != target.name:  # Slurm ran it elsewhere: that node's folder is the truth
+            if not host:
+                node = handle.overlay()
+                if node and node != target.name:  # its scheduler ran it elsewhere: that folder is the truth
                     handle.close()
                     return cls.open(job_id, inventory, node)
             handle.cache()
@@ -134,16 +124,12 @@ class JobHandle:
     def close(self) -> None:
         self.remote.close()
 
-    def slurm_view(self) -> str | None:
-        """A Slurm job: show Slurm's word while the folder has not started; the host it runs on, if any."""
-        from radeonlab.jobs.track import slurm as slurm_track
-
-        lab = slurm_track.lab_for(self.targets, self.job.slurm) if self.job.slurm else None
-        if lab is None:
-            return None
-        found = slurm_track.slurm_jobs(lab).get(self.id)
-        self.state = slurm_track.overlay(self.state, found)
-        return slurm_track.ran_on(lab, found)
+    def overlay(self) -> str | None:
+        """Show the job's scheduler's word over its folder's (Slurm's while the folder has not started); the
+        host it runs on, when the scheduler knows it runs elsewhere."""
+        said = scheduler_of(self.job, self.targets).overlay(self.state, self.job)
+        self.state = said.state
+        return said.runs_on
 
     def __enter__(self) -> JobHandle:
         return self
@@ -235,33 +221,9 @@ class JobHandle:
         return self.on_peers(state_on)
 
     def cancel(self) -> tuple[StateRecord, list[RankResult]]:
-        """Cancel every rank at once (each rank's launcher records the cancel before it signals); a Slurm
-        job on every node it was staged on, then in Slurm (jobs/track/slurm.py)."""
-        if self.job.slurm:
-            return self._cancel_slurm(self.job.slurm)
-
-        def cancel_on(remote: Remote, record: HostRecord) -> StateRecord:
-            result = remote.tool("launcher", ["cancel", record.job_dir(self.id).root])
-            return StateRecord.from_dict(result.last_json())
-
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            peers = pool.submit(self.on_peers, cancel_on)
-            state = cancel_on(self.remote, self.record)
-            ranks = peers.result()
-        self.refresh()
-        return state, ranks
-
-    def _cancel_slurm(self, info: SlurmInfo) -> tuple[StateRecord, list[RankResult]]:
-        from radeonlab.jobs.track import slurm as slurm_track
-
-        lab = slurm_track.lab_for(self.targets, info)
-        if lab is None:
-            ctl = info.controller
-            raise JobStateError(f"{self.id}: its Slurm controller {ctl} is no longer the inventory's")
-        _word, done = slurm_track.cancel(self.id, info, self.targets, lab)
-        self.refresh()
-        others = [RankResult(0, d.host, d.state, d.error) for d in done if d.host != self.target.name]
-        return self.state, others
+        """Cancel the job everywhere it may run, as its scheduler does (jobs/scheduler): rank 0's state, then
+        one result per other rank or candidate node."""
+        return scheduler_of(self.job, self.targets).cancel(self)
 
 
 def _parse(item: dict) -> tuple[JobRecord, StateRecord, bool | None]:
