@@ -3,7 +3,9 @@
 deploy/setup.py with the container runtime installs Podman from Debian's archive, writes the engine config
 the test bed passes as inventory data (sandbox/containerlab.py), and pulls the SIMULATED rocm/pytorch image
 (sandbox/ociimage.py, named from amdworld/containers.yaml) from the SIMULATED registry on loopback
-(sandbox/registry.py), pinned by digest. What it cannot show: AMD's real image, a real GPU in a container.
+(sandbox/registry.py), pinned by digest, then verify runs the stack check in the image with AMD's run
+options (stand-in /dev/kfd and /dev/dri nodes passed with --device). What it cannot show: AMD's real
+image, a real GPU in a container.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ def test_container_runtime_pulls_the_pinned_image_once_and_refuses_another(
             "container_image": ref,
             "container_image_digest": image.digest,
             **containerlab.engine_data(served.address),
+            # The SIMULATED torch has no torch.version.hip: a CPU build to verify, as the venv's stand-in.
+            "python_stack_allow_cpu_torch": True,
         },
     )
     containerlab.stub_cgroup_fs(host)
@@ -59,6 +63,14 @@ def test_container_runtime_pulls_the_pinned_image_once_and_refuses_another(
     assert _digest(host, ref) == image.digest
     run = host.exec(f"podman run --rm {shlex.quote(ref)} python3 -c 'import torch; print(torch.__version__)'")
     assert run.stdout.strip() == image.torch_version == "2.9.1+rocm7.2.4"
+    # verify ran the stack check inside the container, with AMD's run options, and wrote the host record
+    said = first.stdout + first.stderr
+    assert f"stack check in the container {ref}@{image.digest}: torch 2.9.1+rocm7.2.4" in said, said[-3000:]
+    record = json.loads(host.exec("cat /etc/radeonlab/host.json").stdout)
+    assert (record["runtime"], record["image"], record["image_digest"]) == ("container", ref, image.digest)
+    assert record["torch"]["version"] == "2.9.1+rocm7.2.4" and record["problem"] is None
+    report = json.loads(host.exec("cat /etc/radeonlab/stack-check.json").stdout)["report"]
+    assert report["user"] == "root" and "torch" not in host.exec("ls /usr/lib/python3/dist-packages").stdout
 
     again = run_deploy(sandbox, [host])
     assert again.returncode == 0, again.stderr[-3000:]

@@ -139,6 +139,19 @@ def test_host_record_round_trip_and_what_makes_it_unusable() -> None:
     assert broken.unusable() == "verification failed: torch cannot see the GPU"
 
 
+def test_a_container_hosts_record_round_trips_its_runtime_and_image_digest() -> None:
+    """Issue 29: a container host's record names the runtime and the image the stack was checked in."""
+    digest = "sha256:" + "c" * 64
+    record = HostRecord(
+        host="ws", user="lab", venv="/opt/v", jobs_dir="/j", runtime="container", image="rocm/pytorch:t",
+        image_digest=digest,
+    )  # fmt: skip
+    again = HostRecord.from_dict(json.loads(json.dumps(record.to_dict())))
+    assert again == record and (again.runtime, again.image_digest) == ("container", digest)
+    minimal = {"host": "ws", "user": "lab", "venv": "/v", "jobs_dir": "/j"}
+    assert HostRecord.from_dict(minimal).runtime == "venv"
+
+
 RECORDED = Path(__file__).parents[1] / "fixtures" / "records"
 
 
@@ -150,7 +163,8 @@ def test_a_host_record_written_before_the_typed_parts_reads_and_writes_back_the_
     assert record.rocm == RocmInfo(stream="coresdk", version="10.1", installed="10.1.0")
     assert record.torch.version == "2.13.0+cpu" and record.torch.hip is None and record.torch.source == "amd"
     assert record.cpu_torch and record.torch.cpu_allowed and record.unusable() is None
-    assert record.to_dict() == data
+    # written back the same, plus the runtime fields added since (issue 29), at their venv defaults
+    assert record.to_dict() == {**data, "runtime": "venv", "image": "", "image_digest": ""}
     # a host.json from before `source` existed: the part reads with its default
     older = {**data, "torch": {k: v for k, v in data["torch"].items() if k != "source"}}
     read = HostRecord.from_dict(older).torch

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import tomllib
 from pathlib import Path
@@ -13,6 +14,7 @@ import yaml
 from radeonlab.roles.container import plan
 from radeonlab.roles.container.defaults import DEFAULTS
 from radeonlab.roles.container.facts import LocalImageDigest, RegistryDigest
+from radeonlab.roles.verify.facts import CHECK_SCRIPT, StackReport
 
 IMAGE = "127.0.0.1:5000/rocm/pytorch:rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.9.1"
 PINNED = "sha256:" + "a" * 64
@@ -99,3 +101,37 @@ def test_default_image_is_named_as_amd_names_its_images() -> None:
     )
     names = {f"{amd['registry']}/{amd['repository']}:{amd['tag_shape'].format(**t)}" for t in amd["tags"]}
     assert DEFAULTS["container_image"] in names
+
+
+def _one_word(option: str) -> str:
+    """AMD writes `--group-add video`; the setting keeps one argv word each: `--group-add=video`."""
+    return option.replace(" ", "=", 1)
+
+
+def test_run_options_are_the_ones_amd_documents_for_rocm_containers() -> None:
+    """The product's copy against AMD's documents as the test bed records them (amdworld/containers.yaml)."""
+    amd = yaml.safe_load(
+        (Path(__file__).parents[2] / "src/radeonlab/sandbox/amdworld/containers.yaml").read_text()
+    )
+    options = DEFAULTS["container_run_options"]
+    # all of AMD's but the shared-memory size, which Podman refuses beside --ipc=host (defaults.py)
+    assert {_one_word(o) for o in amd["run_options"]} - set(options) == {"--shm-size=8G"}
+    assert "--ipc=host" in options
+    assert "--group-add=render" in options  # /dev/dri/renderD* is group render's (udev)
+    assert all(" " not in o for o in options)
+
+
+def test_run_options_become_the_podman_run_of_the_stack_check() -> None:
+    prefix = plan.run_prefix(IMAGE, ["--device=/dev/kfd", "--group-add=video", "--shm-size=8G"])
+    assert prefix == f"podman run --rm --device=/dev/kfd --group-add=video --shm-size=8G {IMAGE}"
+    command = StackReport().command(python="python3", user="lab", matmul_size=64, container=prefix)
+    words = shlex.split(command)
+    assert words[: len(shlex.split(prefix))] == shlex.split(prefix)  # as root, not in the user's login
+    assert words[-4:] == ["python3", "-c", CHECK_SCRIPT, "64"]
+    venv = StackReport().command(python="/opt/v/bin/python", user="lab", matmul_size=64)
+    assert venv.startswith("runuser -l lab") and "podman" not in venv
+
+
+def test_an_option_with_a_space_stays_one_word() -> None:
+    prefix = plan.run_prefix(IMAGE, ["--security-opt=label=disable x"])
+    assert shlex.split(prefix)[3] == "--security-opt=label=disable x"

@@ -98,6 +98,11 @@ class HostRecord:
     access_groups: list[str] = field(default_factory=lambda: list(GPU_GROUPS))
     problem: str | None = None  # the deploy's verification failed: why (the host is then not usable)
     systemd: bool = False  # systemd is the host's init (cgroup memory limits: limits.memory_gb)
+    # The runtime the stack was checked in: "venv", or "container" (issue 29: AMD's ROCm PyTorch image
+    # `image`, by its manifest digest `image_digest`; jobs do not run in it yet).
+    runtime: str = "venv"
+    image: str = ""
+    image_digest: str = ""
 
     REQUIRED = ("host", "user", "venv", "jobs_dir")
 

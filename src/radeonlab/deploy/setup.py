@@ -4,7 +4,7 @@ Reads top to bottom: find the GPUs once, then ROCm, the GPU environment, device 
 stack, a verification that writes the host record (/etc/radeonlab/host.json) the job runner reads, and, in
 an inventory with the groups slurm_controller / slurm_nodes, Slurm (roles/slurm). A host with
 `radeonlab_runtime: container` gets Podman and AMD's ROCm PyTorch image (roles/container) instead of the
-Python stack and its verification (issue 29, first slice: docs/design/containers-sandbox.md).
+Python stack, and its verification runs inside that image (issue 29: docs/design/containers-sandbox.md).
 """
 
 from typing import Any
@@ -16,7 +16,9 @@ from pyinfra.operations import python
 from radeonlab.deploy.stack import choose_stack
 from radeonlab.roles.access import grant_gpu_access
 from radeonlab.roles.container import install_container_runtime
+from radeonlab.roles.container.defaults import DEFAULTS as CONTAINER_DEFAULTS
 from radeonlab.roles.container.defaults import RUNTIME_DEFAULT, RUNTIMES
+from radeonlab.roles.container.plan import run_prefix
 from radeonlab.roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
 from radeonlab.roles.gpu.facts import AmdPciGpus
 from radeonlab.roles.gpu_env import configure_gpu_env
@@ -77,9 +79,13 @@ def provision(after_reboot: bool = False) -> None:
         # the record.
         grant_gpu_access(check_devices=not cpu_only)
         if runtime == "container":
-            # The image brings ROCm's user space and torch; jobs and verify inside it are not done yet.
-            # No host record yet, so no Slurm node either (docs/design/containers-sandbox.md, Not done yet).
+            # The image brings ROCm's user space and torch: verify runs its stack check inside it, with the
+            # options AMD documents for ROCm containers. Jobs inside it are not done yet, nor Slurm
+            # (docs/design/containers-sandbox.md, Not done yet).
             install_container_runtime()
+            image = str(host.data.get("container_image", CONTAINER_DEFAULTS["container_image"]))
+            options = host.data.get("container_run_options", CONTAINER_DEFAULTS["container_run_options"])
+            verify_host(stack=stack, cpu_only=cpu_only, image=image, container=run_prefix(image, options))
             return
         # pyinfra's @deploy types a role's result as OperationMeta; its wrapper returns the function's value
         sources: dict[str, Any] = setup_wheel_cache(  # type: ignore[assignment]  # pyinfra's typing (above)

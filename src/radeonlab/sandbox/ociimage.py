@@ -34,7 +34,7 @@ import yaml
 from radeonlab.sandbox import config, rootfs
 
 # Change when what is built here changes: it is part of the cache key.
-GENERATION = "oci1"
+GENERATION = "oci2"
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
 CONFIG_TYPE = "application/vnd.oci.image.config.v1+json"
 LAYER_TYPE = "application/vnd.oci.image.layer.v1.tar"  # uncompressed: no gzip time on 2 cores
@@ -92,6 +92,8 @@ def _torch_layer(torch_version: str, rocm: str) -> bytes:
             f'__version__ = "{torch_version}"\n'
             "\n\nclass _Cuda:\n    @staticmethod\n    def is_available() -> bool:\n        return False\n"
             "\n\ncuda = _Cuda()\n"
+            # torch.version as a CPU build has it (no HIP, no CUDA): what verify's check reads
+            "\n\nclass version:\n    hip = None\n    cuda = None\n"
         ),
         f"{SITE_PACKAGES}/torch/SIMULATED.txt": (
             f"SIMULATED stand-in for torch {torch_version} in AMD's rocm/pytorch image (ROCm {rocm}): "

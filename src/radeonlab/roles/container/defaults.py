@@ -26,6 +26,25 @@ DEFAULTS: dict[str, Any] = {
     "container_storage_driver": "",
     "container_cgroups": "",
     "container_netns": "",
+    # How a container gets the GPU (verify's stack check runs with these; one argv word each). AMD's ROCm
+    # docs, "Installing PyTorch for ROCm" (rocm.docs.amd.com/projects/install-on-linux/en/docs-6.2.0/how-to/
+    # 3rd-party/pytorch-install.html): `docker run -it --cap-add=SYS_PTRACE --security-opt seccomp=unconfined
+    # --device=/dev/kfd --device=/dev/dri --group-add video --ipc=host --shm-size 8G`; AMD's Radeon docs
+    # (rocm.docs.amd.com/projects/radeon/en/docs-6.4.2/docs/install/native_linux/install-pytorch.html) give
+    # the same devices, video group, host IPC and shared memory. /dev/dri/renderD* belongs to group render on
+    # Ubuntu (udev's 60-drm.rules), which AMD's ROCm install guide adds the user to beside video.
+    # Not `--shm-size 8G`: Podman (4.3.1, seen on the test bed) refuses it beside --ipc=host ("cannot set
+    # shmsize when running in the host IPC Namespace"); with host IPC the container has the host's /dev/shm,
+    # sized by the host, so AMD's 8G is the host's to give (Docker accepts the pair and ignores the size).
+    "container_run_options": [
+        "--device=/dev/kfd",
+        "--device=/dev/dri",
+        "--group-add=video",
+        "--group-add=render",
+        "--ipc=host",
+        "--security-opt=seccomp=unconfined",
+        "--cap-add=SYS_PTRACE",
+    ],
     # Registries reached over plain HTTP ("host:port"): registries.conf's `insecure = true`.
     "container_insecure_registries": [],
 }

@@ -62,3 +62,9 @@ def pull_command(image: str, pinned: str, local: str | None, served: str | None)
         f'echo {shlex.quote(before)}"$got"{shlex.quote(after)} >&2; '
         f"podman rmi {q} >/dev/null; exit 1; fi"
     )
+
+
+def run_prefix(image: str, options: list[str]) -> str:
+    """`podman run` of `image` with the run options (container_run_options), removed when it exits: the
+    command to which a program and its arguments are appended (verify's stack check)."""
+    return " ".join(["podman run --rm", *(shlex.quote(str(o)) for o in options), shlex.quote(image)])

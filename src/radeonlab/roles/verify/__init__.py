@@ -26,11 +26,19 @@ def record_path(data: Any) -> str:
 
 
 @deploy("Verify the host and write its record", data_defaults=DEFAULTS)
-def verify_host(stack: StackChoice, cpu_only: bool = False, recheck: bool | None = None) -> None:
+def verify_host(
+    stack: StackChoice,
+    cpu_only: bool = False,
+    recheck: bool | None = None,
+    image: str = "",
+    container: str = "",
+) -> None:
     """Check the stack on the host and write its record (recheck: run the check even when nothing it
     depends on changed; default: the `verify_recheck` data). `stack`: the host's stack choice
     (deploy/stack.py): its GPUs, torch build, and the training GPUs' targets, whose device packages AMD's
-    torch needs (amd-torch-device-<gfx>; none when provisioned without the GPU)."""
+    torch needs (amd-torch-device-<gfx>; none when provisioned without the GPU). On a container host:
+    `container`, the `podman run ... IMAGE` prefix (roles/container plan.run_prefix) the check runs in, and
+    `image`, its name; the image brings its own torch (no device packages, no wheel source)."""
     device_targets = stack.targets
     paths = stack_paths()
     build = stack.torch
@@ -48,15 +56,17 @@ def verify_host(stack: StackChoice, cpu_only: bool = False, recheck: bool | None
         rocm_version_file=repos.version_file(rocm_settings()),  # the rocm role's own keys
         llamafactory_version=stack.llamafactory_version,
         gpus=[for_torch(g, build) for g in stack.gpus],
-        torch_source=build.source,
+        torch_source="" if container else build.source,
         # AMD's wheels keep each target's kernels in a device package; download.pytorch.org's carry them
-        device_targets=list(device_targets) if build.source == "amd" else [],
+        device_targets=list(device_targets) if build.source == "amd" and not container else [],
         check_path=host.data.get("verify_check_state_path"),
         # The devices the check's GPU access depends on: the ones the access role grants.
         devices=granted_devices(),
         matmul_size=int(host.data.get("verify_matmul_size")),
         recheck=bool(host.data.get("verify_recheck")) if recheck is None else recheck,
         allow_cpu_torch=bool(host.data.get("python_stack_allow_cpu_torch", False)),
+        image=image,
+        container=container,
         **as_root(),
     )
     if host.data.get("verify_print_table"):

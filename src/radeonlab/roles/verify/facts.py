@@ -26,13 +26,16 @@ def login_shell_command(user: str, command: str) -> str:
 
 class StackReport(FactBase):
     """What the venv's torch sees (roles/verify/check_stack.py's JSON), or None when the venv is missing.
+    With `container` (a container host): what the image's torch sees, run by that command as root.
 
     Run as root (the role's privilege arguments) into a fresh login of the training user, as jobs run
     (jobs/ssh: `bash -lc` in the user's own SSH login): `runuser -l` starts a new session, so groups added
     in this run (video, render) count and /etc/profile.d (ROCm paths, the card's overrides) applies.
     """
 
-    def command(self, python: str, user: str, matmul_size: int = 1024) -> str:
+    def command(self, python: str, user: str, matmul_size: int = 1024, container: str = "") -> str:
+        if container:  # `podman run ... IMAGE` (roles/container plan.run_prefix): the image's python
+            return f"{container} {shlex.quote(python)} -c {shlex.quote(CHECK_SCRIPT)} {int(matmul_size)}"
         return login_shell_command(user, stack_check_command(python, matmul_size))
 
     def process(self, output: list[str]) -> dict | None:

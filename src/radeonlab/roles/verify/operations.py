@@ -12,11 +12,12 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from pyinfra import host
+from pyinfra import host, logger
 from pyinfra.api import operation
 from pyinfra.facts.files import Directory
 from pyinfra.operations import files
 
+from radeonlab.roles.container.facts import LocalImageDigest
 from radeonlab.roles.gpu.cards import Gpu
 from radeonlab.roles.privilege import as_root
 from radeonlab.roles.rocm.facts import RocmInstalledVersion
@@ -49,15 +50,22 @@ def host_record(
     allow_cpu_torch: bool = False,
     torch_source: str = "",
     device_targets: Sequence[str] = (),
+    image: str = "",
+    container: str = "",
 ):
     """Write the host record at `path` (root:root 0644) from what the host reports, and save the stack check
     with the digest of its inputs at `check_path` (root:root 0644).
 
     The facts are read inside the operation, so on a first run they see the stack the earlier operations
     installed. A record that differs only in volatile fields (written_at, vram_used) is left as it is.
+    With `container` (the `podman run ... IMAGE` prefix; `image` its name) the check runs in the container,
+    and the record names runtime "container" and the image's digest, an input of the check.
     """
     check_state = host.get_fact(StackCheckState, venv=venv, saved_path=check_path, user=user, devices=devices)
-    inputs = rec.check_inputs(check_state["fingerprint"], CHECK_SCRIPT, matmul_size, gpus)
+    image_digest = (host.get_fact(LocalImageDigest, image=image, **as_root()) or "") if container else ""
+    # the image and how it runs are inputs of the check too
+    ran_in = [f"container {container} {image_digest}"] if container else []
+    inputs = rec.check_inputs(check_state["fingerprint"] + ran_in, CHECK_SCRIPT, matmul_size, gpus)
     old = host.get_fact(HostRecord, path=path)
     rocm = {
         "stream": rocm_stream,
@@ -81,6 +89,9 @@ def host_record(
         systemd=systemd,
         torch_source=torch_source,
         device_targets=tuple(device_targets),
+        runtime="container" if container else "venv",
+        image=image if container else "",
+        image_digest=image_digest,
     )
     saved = None if recheck else rec.reusable_report(check_state["saved"], inputs)
     if rec.saved_check_will_do(ctx, old, saved):
@@ -90,9 +101,13 @@ def host_record(
         return
 
     now = datetime.now(UTC).isoformat(timespec="seconds")
+    python = "python3" if container else f"{venv}/bin/python"  # AMD's image: its python3 has torch
     report = host.get_fact(
-        StackReport, python=f"{venv}/bin/python", user=user, matmul_size=matmul_size, **as_root()
+        StackReport, python=python, user=user, matmul_size=matmul_size, container=container, **as_root()
     )
+    if container:
+        torch = (report or {}).get("torch")
+        logger.info(f"{host.name}: stack check in the container {image}@{image_digest}: torch {torch}")
     new = rec.record_for(ctx, report, now)
     current = rec.is_current(old, new)
     RESULTS[host.name] = (old if current and old else new, report, None)

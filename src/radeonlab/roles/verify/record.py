@@ -115,6 +115,9 @@ def build_record(
     problem: str | None = None,
     systemd: bool = False,
     torch_source: str = "",
+    runtime: str = "venv",
+    image: str = "",
+    image_digest: str = "",
 ) -> dict[str, Any]:
     """The host record (contract HostRecord) as JSON-ready data; `problem` set means: not usable, and why."""
     report = report or {}
@@ -142,6 +145,9 @@ def build_record(
         model_cache=model_cache,
         systemd=systemd,
         problem=problem,
+        runtime=runtime,
+        image=image,
+        image_digest=image_digest,
     )
     return record.to_dict()
 
@@ -166,6 +172,9 @@ class RecordContext:
     systemd: bool = False
     torch_source: str = ""
     device_targets: Sequence[str] = ()  # the training GPUs' targets (AMD's torch: a device package each)
+    runtime: str = "venv"  # or "container": the stack check ran in `image` (its digest: image_digest)
+    image: str = ""
+    image_digest: str = ""
 
 
 def record_for(ctx: RecordContext, report: Mapping[str, Any] | None, written_at: str) -> dict[str, Any]:
@@ -187,6 +196,9 @@ def record_for(ctx: RecordContext, report: Mapping[str, Any] | None, written_at:
         problem=stack_problem(report, ctx.gpus, ctx.cpu_only, ctx.allow_cpu, ctx.device_targets),
         systemd=ctx.systemd,
         torch_source=ctx.torch_source,
+        runtime=ctx.runtime,
+        image=ctx.image,
+        image_digest=ctx.image_digest,
     )
 
 
