@@ -20,11 +20,11 @@ from click.testing import CliRunner
 
 from radeonlab.cli import main
 from radeonlab.cli.views import fleet_table
-from radeonlab.contract.records import GIB, HOST_RECORD_SCHEMA
+from radeonlab.contract.records import GIB, HOST_RECORD_SCHEMA, HostRecord
 from radeonlab.contract.state import JobState
-from radeonlab.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from radeonlab.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, NotProvisionedError
 from radeonlab.jobs.fleet.inventory import HostTarget
-from radeonlab.jobs.fleet.probe import HostView, parse_probe, probe_hosts
+from radeonlab.jobs.fleet.probe import HostView, parse_probe, probe_hosts, require_record
 from radeonlab.jobs.host import probe as probe_tool
 from radeonlab.sandbox.simcards import CARDS, write_sysclass
 from tests.support.laptop_doubles import gpu, host_record, run_host_tool, ship_code
@@ -295,3 +295,19 @@ def test_cli_exit_zero_when_every_host_answers(tmp_path: Path, monkeypatch: pyte
     result = CliRunner().invoke(main, ["fleet", "-i", str(inventory), "--json"])
     assert result.exit_code == EXIT_OK, result.output
     assert json.loads(result.stdout)[0]["host"] == "ws1"
+
+
+def test_a_container_runtime_host_takes_no_job_and_says_why() -> None:
+    """A host provisioned with radeonlab_runtime: container (issue 29) has a good record, but the job runner
+    does not run jobs in containers yet: placement passes it by and naming it says so in one line."""
+    rec = record("/nonexistent")
+    rec.update(runtime="container", image="rocm/pytorch:x", image_digest="sha256:" + "0" * 64)
+    view = parse_probe("ws1", {"record": rec, "record_error": "", "gpus": [], "jobs": []})
+    assert not view.provisioned and view.reachable
+    assert view.note == (
+        "provisioned with radeonlab_runtime: container: radeonlab runs jobs only in the venv runtime so far"
+    )
+    with pytest.raises(NotProvisionedError) as err:
+        require_record(view, "inventories/home.py")
+    assert str(err.value) == f"ws1 runs no job: {view.note}; choose another host"
+    assert HostRecord.from_dict({**rec, "runtime": "venv"}).unusable() is None

@@ -45,6 +45,10 @@ def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------- the host
 
 
+# The start of unusable()'s reason for a host provisioned with another runtime than the venv.
+RUNTIME_NO_JOBS_YET = "provisioned with radeonlab_runtime: "
+
+
 @dataclass
 class GpuRecord:
     """One GPU as the deploy found it (KFD + drm sysfs), judged for the ROCm and torch it installed."""
@@ -128,7 +132,11 @@ class HostRecord:
         missing = [k for k in self.REQUIRED if not getattr(self, k)]
         if missing:
             return f"host record lacks {', '.join(missing)}"
-        return f"verification failed: {self.problem}" if self.problem else None
+        if self.problem:
+            return f"verification failed: {self.problem}"
+        if self.runtime != "venv":  # issue 29's job runner part is not built: a job there would not start
+            return f"{RUNTIME_NO_JOBS_YET}{self.runtime}: radeonlab runs jobs only in the venv runtime so far"
+        return None
 
     def training_gpus(self, wanted: Sequence[int] | None = None) -> list[GpuRecord]:
         """The GPUs a job uses: `wanted` indexes, else the first one that is not a small iGPU."""

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from radeonlab.contract.records import HOST_RECORD_SCHEMA, HostRecord
+from radeonlab.contract.records import HOST_RECORD_SCHEMA, RUNTIME_NO_JOBS_YET, HostRecord
 from radeonlab.contract.state import JobState
 from radeonlab.errors import NotProvisionedError
 from radeonlab.jobs.fleet.inventory import HostTarget
@@ -195,6 +195,8 @@ def require_record(view: HostView, inventory: str) -> HostRecord:
         return view.record
     fix = f"provision it first: {deploy_command(inventory, view.name)}"
     why = view.note or "no host record"
+    if why.startswith(RUNTIME_NO_JOBS_YET):  # provisioned as asked: no deploy fixes it
+        raise NotProvisionedError(f"{view.name} runs no job: {why}; choose another host")
     if why.startswith("verification failed:"):  # provisioned, but its check failed: the fix is in the reason
         fix = f"fix that (the reason says how), then re-run {deploy_command(inventory, view.name)}"
     if why == "no host record":
