@@ -8,8 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Both lanes run in two pytest-xdist workers: an end-to-end test spends about a third of its time waiting
-# (SSH, sleeps while a job trains, servers), so a second worker fills it; tests/conftest.py keeps each
-# end-to-end file, and the provisioning files' shared hosts, in one worker. RADEONLAB_TEST_WORKERS=1 runs the
+# (SSH, sleeps while a job trains, servers), so a second worker fills it; tests/conftest.py's scheduler keeps
+# each test file, and the provisioning files' shared hosts, in one worker. RADEONLAB_TEST_WORKERS=1 runs the
 # tests in this process alone.
 workers=${RADEONLAB_TEST_WORKERS:-2}
 lane=(--durations=15)
@@ -17,7 +17,7 @@ if [ "${1:-}" = "--fast" ]; then
   shift
   lane=(-m "not sandbox and not slow")
 fi
-[ "$workers" -gt 1 ] && lane+=(-n "$workers" --dist loadgroup)
+[ "$workers" -gt 1 ] && lane+=(-n "$workers")
 bash scripts/bootstrap.sh
 .venv/bin/ruff check .
 # The type checker ([tool.mypy] in pyproject.toml: every module, strict on contract/ and jobs/plan); its cache is

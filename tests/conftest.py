@@ -16,6 +16,7 @@ import itertools
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,21 +34,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if "sandbox" in item.keywords:
                 item.add_marker(pytest.mark.skip(reason=NOT_ROOT))
-    for item in items:
-        if group := xdist_group(item):
-            item.add_marker(pytest.mark.xdist_group(group))
 
 
-def xdist_group(item: pytest.Item) -> str | None:
-    """The full lane runs in two pytest-xdist workers (`--dist loadgroup`, scripts/test.sh): an end-to-end
-    file stays in one worker, so its module-scoped hosts are made once; the files that read the session's
-    provisioned hosts share one group, so those are provisioned once. A unit test goes wherever a worker
-    is free (None)."""
-    if "provisioned" in getattr(item, "fixturenames", ()):
-        return "provisioned"
-    if "sandbox" in item.keywords or "slow" in item.keywords:
-        return item.path.name
-    return None
+# The test files that read the session's provisioned hosts (tests/support/provisioned.py): one worker runs
+# them all, so the hosts are provisioned once (tests/unit/test_layout.py checks the list against the files).
+PROVISIONED_FILES = ("test_provision.py", "test_provision_coresdk.py", "test_provision_hub_e2e.py")
+
+
+def group_of(nodeid: str) -> str:
+    """Which tests one pytest-xdist worker runs together: a whole file (its module-scoped hosts are made once,
+    and its tests may build on each other in order), and the provisioning files as one."""
+    path = nodeid.split("::", 1)[0]
+    return "provisioned" if Path(path).name in PROVISIONED_FILES else path
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Both lanes run in two pytest-xdist workers (scripts/test.sh) that take a test group at a time, in
+    collection order: tests/e2e's long files first, tests/unit's short ones fill the end. Not xdist's
+    `--dist loadgroup`: its marks do not reach the scheduler under pytest 9 (it rewrites `item._nodeid`,
+    which pytest 9 no longer reads)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False  # xdist would put the files with the most tests first
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return ByGroup(config, log)
 
 
 @pytest.fixture(scope="session")

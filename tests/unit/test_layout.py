@@ -316,3 +316,18 @@ def test_tests_sit_in_their_lane_folders() -> None:
         if re.search(r"^pytestmark = .*\b(sandbox|slow)\b", p.read_text(), re.M)
     ]  # fmt: skip
     assert marked == [], f"whole files marked sandbox/slow belong in tests/e2e: {marked}"
+
+
+def test_the_files_that_share_the_provisioned_hosts_run_in_one_worker() -> None:
+    """tests/conftest.py's PROVISIONED_FILES are exactly the files that ask for the `provisioned` fixture
+    (a file missing there would provision the hosts a second time in the other worker), and the scheduler
+    groups a file's tests together."""
+    from tests.conftest import PROVISIONED_FILES, group_of
+
+    asks = re.compile(r"def \w+\([^)]*\bprovisioned\b", re.S)
+    using = sorted(p.name for p in (REPO / "tests").rglob("test_*.py") if asks.search(p.read_text()))
+    assert using == sorted(PROVISIONED_FILES)
+    e2e = "tests/e2e/"
+    assert group_of(f"{e2e}test_provision.py::test_a") == group_of(f"{e2e}test_provision_hub_e2e.py::b")
+    assert group_of(f"{e2e}test_jobs_e2e.py::test_a") == group_of(f"{e2e}test_jobs_e2e.py::test_b[x]")
+    assert group_of(f"{e2e}test_jobs_e2e.py::test_a") != group_of(f"{e2e}test_watch_e2e.py::test_a")
