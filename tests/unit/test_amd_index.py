@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tarfile
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,17 @@ def test_verify_fails_amds_torch_without_the_hosts_device_package_in_one_line() 
     assert rec.stack_problem(report, gpus, False, True, ["gfx1100"]) is None  # type: ignore[arg-type]
     cpu = {**report, "versions": {"torch": "2.13.0+cpu"}, "packages": {}}  # not AMD's build: none needed
     assert rec.stack_problem(cpu, gpus, False, True, ["gfx1100"]) is None  # type: ignore[arg-type]
+
+
+def test_builders_of_the_same_sdist_at_once_both_finish_with_the_same_bytes(tmp_path: Path) -> None:
+    """Two test workers (or sessions) building one cached artefact at once: each writes its own partial
+    file, so neither finds its partial renamed away by the other (FileNotFoundError before)."""
+    targets = ["gfx1100"]
+    extras = amddata.rocm_extras("10.1.0", targets)
+
+    def build(_: int) -> bytes:
+        return amdsdist.rocm_sdist("10.1.0", extras, "gfx1100", tmp_path).read_bytes()
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        made = list(pool.map(build, range(16)))
+    assert len(set(made)) == 1 and not list(tmp_path.glob("*.partial"))

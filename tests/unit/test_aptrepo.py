@@ -418,3 +418,20 @@ def test_sandbox_host_installs_rocminfo_that_reports_its_card(sandbox, make_host
     assert "Marketing Name:          Radeon RX 7900 XTX" in rocminfo.stdout
     host.set_card("rx9070xt")  # the same install answers for whatever card the host now has
     assert "  Name:                    gfx1201" in host.exec("/opt/rocm/bin/rocminfo").stdout
+
+
+def test_the_signing_key_is_made_under_a_state_dir_too_deep_for_gpg_agents_socket(tmp_path: Path) -> None:
+    """gpg-agent's socket goes in the home directory and its path must fit in 108 bytes: a state dir deep in
+    pytest's worker folders (or a user's long RADEONLAB_SANDBOX_DIR) made gpg stop with exit 2. The key is
+    still made there, and signing with it works."""
+    home = tmp_path / ("d" * 60) / "aptrepo" / "gnupg"
+    assert len(f"{home}/S.gpg-agent.browser") > 108
+    fingerprint = aptrepo._ensure_key(home)
+    release = tmp_path / "Release"
+    release.write_text("Origin: radeonlab SIMULATED\n")
+    try:
+        aptrepo._sign(home, fingerprint, release)
+    finally:
+        aptrepo._stop_agent(home)
+    assert re.fullmatch(r"[0-9A-F]{40}", fingerprint) and (home / "pubring.kbx").is_file()
+    assert (tmp_path / "Release.gpg").is_file() and (tmp_path / "InRelease").is_file()

@@ -16,7 +16,9 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import tarfile
+import threading
 from pathlib import Path
 
 # The sdist's code: real files (standins/payload/rocm_sdist/), copied into it as they are.
@@ -41,10 +43,13 @@ def rocm_sdist(version: str, extras: dict[str, list[str]], default_target: str, 
         **{name: (PAYLOAD / name).read_text() for name in CODE},
     }
     dest_dir.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_suffix(".partial")
-    with (  # mtime 0 in the gzip header: the same bytes (and sha256) every time it is made
+    tmp = dest.with_name(f"{dest.name}.{os.getpid()}-{threading.get_ident()}.partial")  # one per builder
+    # mtime 0 and one file name in the gzip header (not the partial file's own): the same bytes (and sha256)
+    # every time it is made, by whichever builder
+    header_name = dest.with_suffix(".partial").name
+    with (
         open(tmp, "wb") as raw,
-        gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz,
+        gzip.GzipFile(header_name, mode="wb", fileobj=raw, mtime=0) as gz,
         tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
     ):
         for name, text in sorted(files.items()):

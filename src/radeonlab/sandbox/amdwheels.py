@@ -19,6 +19,8 @@ Version numbers the data does not give are chosen in amddata.py (CHOSEN_PATCH).
 
 from __future__ import annotations
 
+import os
+import threading
 import zipfile
 from pathlib import Path
 
@@ -75,7 +77,7 @@ def repack_torch(src: Path, dest: Path, release: amddata.Release, targets: tuple
     extras = {f"device-{t}": [f"amd-torch-device-{t}=={version}"] for t in targets}
     added = {TORCH_REPACK_MARKER: marker, ROCM_INIT: rocm_init(release.version)}
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_suffix(".partial")
+    tmp = dest.with_name(f"{dest.name}.{os.getpid()}-{threading.get_ident()}.partial")  # one per builder
     record_lines = []
     with (
         zipfile.ZipFile(src) as zin,
@@ -121,7 +123,7 @@ def standin_wheel(project: str, version: str, requires: list[str], dest_dir: Pat
         ),
     }
     dest_dir.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_suffix(".partial")
+    tmp = dest.with_name(f"{dest.name}.{os.getpid()}-{threading.get_ident()}.partial")  # one per builder
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
         record = []
         for member, data in files.items():

@@ -18,6 +18,7 @@ machine's keyring). Built with dpkg-deb and gpg; the indexes are written here (n
 
 from __future__ import annotations
 
+import atexit
 import gzip
 import hashlib
 import json
@@ -141,8 +142,23 @@ def _inputs_digest(rocm_version: str, coresdk_versions: tuple[str, ...], fingerp
 # --- signing key ---------------------------------------------------------------------------------------
 
 
+# gpg-agent's sockets live in the home directory where the machine has no /run/user/<uid>, and a socket's
+# path must fit in 108 bytes (sun_path): a state dir deep under pytest's temporary folders (a worker's
+# popen-gwN/) passes that and gpg stops with exit 2. gpg is given a short symlink to the home instead.
+_SHORT_HOMES: dict[Path, str] = {}
+
+
+def _home_arg(home: Path) -> str:
+    if home not in _SHORT_HOMES:
+        link = Path(tempfile.mkdtemp(prefix="rl-gpg-")) / "h"
+        link.symlink_to(home.resolve())
+        atexit.register(shutil.rmtree, link.parent, True)
+        _SHORT_HOMES[home] = str(link)
+    return _SHORT_HOMES[home]
+
+
 def _gpg(home: Path, *args: str, stdin: bytes | None = None) -> bytes:
-    command = ["gpg", "--homedir", str(home), "--batch", "--no-tty", "--quiet", *args]
+    command = ["gpg", "--homedir", _home_arg(home), "--batch", "--no-tty", "--quiet", *args]
     return subprocess.run(command, input=stdin, check=True, capture_output=True).stdout
 
 
@@ -163,7 +179,7 @@ def _ensure_key(home: Path) -> str:
 def _stop_agent(home: Path) -> None:
     """gpg starts an agent for secret-key operations: end it so nothing outlives the build."""
     if home.is_dir():
-        subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], capture_output=True)
+        subprocess.run(["gpgconf", "--homedir", _home_arg(home), "--kill", "gpg-agent"], capture_output=True)
 
 
 def _sign(home: Path, fingerprint: str, release: Path) -> None:

@@ -33,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from dataclasses import dataclass, field
@@ -281,7 +282,7 @@ def repack_torchaudio(src: Path, dest: Path) -> Path:
         "they take torchaudio from the same ROCm index as torch.\n"
     ).encode()
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_suffix(".partial")
+    tmp = dest.with_name(f"{dest.name}.{os.getpid()}-{threading.get_ident()}.partial")  # one per builder
     with zipfile.ZipFile(src) as zin, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zout:
         record_name = next(n for n in zin.namelist() if n.endswith(".dist-info/RECORD"))
         kept = [i for i in zin.infolist() if not TORCHAUDIO_DROPPED.match(i.filename)]
