@@ -51,6 +51,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from radeonlab.contract.jobdir import alive, start_time
 from radeonlab.sandbox import config, rootfs, simcards
 from radeonlab.sandbox.host import (  # one host's life; re-exported: callers know them as hosts.*
     INIT_SOURCE,
@@ -69,6 +70,17 @@ from radeonlab.sandbox.host import (  # one host's life; re-exported: callers kn
 
 __all__ = ["Sandbox", "SandboxError", "SandboxHost", "mounts_under", "pids_rooted_in"]
 
+
+
+def lease_holder(text: str) -> tuple[Path, int | None, int | None]:
+    """A lease file's host folder, and the pid and start time of the process that leased it (none in a
+    lease an older radeonlab wrote)."""
+    lines = text.splitlines()
+    words = lines[1].split() if len(lines) > 1 else []
+    holder = Path(lines[0].strip() if lines else "")
+    if len(words) == 2 and all(w.isdigit() for w in words):
+        return holder, int(words[0]), int(words[1])
+    return holder, None, None
 
 class Sandbox:
     """A set of sandbox hosts sharing one state dir, client key and known_hosts file."""
@@ -127,19 +139,23 @@ class Sandbox:
             for n in range(1, config.MAX_HOSTS + 1):
                 lease = config.LEASE_DIR / str(n)
                 if lease.exists():
-                    holder = Path(lease.read_text().strip())
-                    if (holder / "host.json").exists() or holder == host_dir:
+                    holder, pid, start = lease_holder(lease.read_text())
+                    # Held while its host exists, and while the process that leased it lives: a host being
+                    # made (its host.json and sshd come later) must not lose its number to another session
+                    # (two hosts on one address: SSH met the other's host key).
+                    if (holder / "host.json").exists() or holder == host_dir or alive(pid, start):
                         continue
                     lease.unlink()  # its host is gone (a crashed session): the number is free again
                 if _port_free(f"{config.HOST_ADDRESS_PREFIX}{n}", config.HOST_PORT_BASE + n):
-                    lease.write_text(f"{host_dir}\n")
+                    me = os.getpid()
+                    lease.write_text(f"{host_dir}\n{me} {start_time(me) or 0}\n")
                     return n
         raise SandboxError(f"no free sandbox address among {config.MAX_HOSTS}")
 
     def _release(self, host: SandboxHost) -> None:
         lease = config.LEASE_DIR / str(host.number)
         with contextlib.suppress(OSError):
-            if Path(lease.read_text().strip()) == host.dir:
+            if lease_holder(lease.read_text())[0] == host.dir:
                 lease.unlink()
 
     # --- hosts ---

@@ -50,10 +50,12 @@ def is_stale(state_dir: Path) -> bool:
 
 def stale_state_dirs(lease_dir: Path = config.LEASE_DIR) -> list[Path]:
     """State dirs of sandboxes with a leased host whose owner is dead."""
+    from radeonlab.sandbox.hosts import lease_holder
+
     found: set[Path] = set()
     for lease in sorted(lease_dir.glob("[0-9]*")) if lease_dir.is_dir() else []:
         with contextlib.suppress(OSError):
-            host_dir = Path(lease.read_text().strip())
+            host_dir = lease_holder(lease.read_text())[0]
             state_dir = host_dir.parent.parent  # <state>/hosts/<name>
             if is_stale(state_dir):
                 found.add(state_dir)
