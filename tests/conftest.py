@@ -5,9 +5,8 @@ Fixtures here:
                          checked: no mount under the state dir, no process rooted in it.
   make_host   (function) make_host(card=None|"rx7900xtx"|"rx6700xt"|"rx9070xt", name=None, data=None)
                          -> a started SandboxHost, destroyed after the test (even when it fails).
-  provisioned (session)  tests/support/provisioned.py: hosts provisioned once by deploy/setup.py, shared by
-  the
-                         provisioning tests (a plugin module, listed in `pytest_plugins` below).
+  provisioned (session)  tests/support/provisioned.py: hosts provisioned once by deploy/setup.py, shared
+                         by the provisioning tests (a plugin module, listed in `pytest_plugins` below).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The bench's report, made only from its JSON: the table printed after a run, and the whole of
 docs/benchmarks.md (`python -m tests.bench.report > docs/benchmarks.md`, from tests/bench/last-run-full.json;
 tests/unit/test_bench_report.py fails when the committed page differs from that). Each row says its
-measurement,
-its ratio within the run (or why it is an absolute value) and, where an issue sets one, the goal and by how
-much it is met or missed.
+measurement, its ratio within the run (or why it is an absolute value) and, where an issue sets one, the goal
+and by how much it is met or missed.
 """
 
 from __future__ import annotations
@@ -214,8 +213,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 # docs/benchmarks.md is page() of the committed full run: tests/bench/page.md's text with the table and, when
 # they are about that run, tests/bench/last-run-notes.md's findings (tests/unit/test_bench_report.py fails
-# when the
-# committed page differs from page() of the committed JSON).
+# when the committed page differs from page() of the committed JSON).
 HERE = Path(__file__).resolve().parent
 DOCS_PAGE = HERE.parents[1] / "docs" / "benchmarks.md"
 LAST_RUN = HERE / "last-run-full.json"

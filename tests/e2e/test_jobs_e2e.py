@@ -329,9 +329,8 @@ def test_job_refs_prefix_and_last(lab: Lab, demo_job: dict) -> None:
 
 def test_strict_refuses_a_model_that_does_not_fit_the_card_before_anything_is_sent(lab: Lab) -> None:
     """Llama-3-8B's real config.json (no weights: the estimate needs only the shape) at bf16 LoRA, cutoff
-    1024: ~21 GB on this host's simulated 24 GB RX 7900 XTX fits; a batch of 8 does not, and --strict
-    refuses it before any byte is sent (tests/e2e/test_hub_e2e.py judges it on a 16 GB card through the
-    Hub)."""
+    1024: ~21 GB on this host's simulated 24 GB RX 7900 XTX fits; a batch of 8 does not, and --strict refuses
+    it before any byte is sent (tests/e2e/test_hub_e2e.py judges it on a 16 GB card through the Hub)."""
     import shutil
 
     from radeonlab.sandbox import hubcatalog

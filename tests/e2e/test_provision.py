@@ -5,8 +5,7 @@ sysfs), the ROCm packages come from the sandbox's SIMULATED AMD-shaped apt repos
 from its local wheel index (CPU torch standing in for the ROCm build), all pointed at through the product's
 own settings. The expensive provisioning runs once per test session (the `provisioned` fixture of
 tests/support/provisioned.py, with tests/e2e/test_provision_coresdk.py's hosts in the same runs); the tests
-read what it
-left behind.
+read what it left behind.
 """
 
 from __future__ import annotations

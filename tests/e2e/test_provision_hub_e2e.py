@@ -1,13 +1,12 @@
-"""Issue 11 on several hosts: `models pull` to three SIMULATED workstations, and a Hub id judged against a
-16 GB card and a 24 GB one, against the SIMULATED Hub (radeonlab/sandbox/hub.py, tests/support/hubkit.py's
+"""Issue 11 on several hosts: `models pull` to three SIMULATED workstations, and a Hub id judged against a 16
+GB card and a 24 GB one, against the SIMULATED Hub (radeonlab/sandbox/hub.py, tests/support/hubkit.py's
 catalog).
 
 The hosts are the session's provisioned ones (tests/support/provisioned.py: an RX 7900 XTX of 24 GB, an RX
-6700 XT
-of 12 GB, an RX 9070 XT of 16 GB), so this costs no provisioning of its own. The file's name puts it right
-after the provisioning tests, which make those hosts: asked for earlier, they would stand in the inventory
-while other modules place jobs on "any host that fits". Their Hub setting is taken out again afterwards.
-The single-host story (jobs sharing one download, gated models, offline, a resumed download) is
+6700 XT of 12 GB, an RX 9070 XT of 16 GB), so this costs no provisioning of its own. The file's name puts it
+right after the provisioning tests, which make those hosts: asked for earlier, they would stand in the
+inventory while other modules place jobs on "any host that fits". Their Hub setting is taken out again
+afterwards. The single-host story (jobs sharing one download, gated models, offline, a resumed download) is
 tests/e2e/test_hub_e2e.py.
 """
 

@@ -508,9 +508,9 @@ def test_the_nan_ladder_rescues_a_job_inside_its_allocation(clean: Lab, runner: 
 
 
 # --- two nodes through Slurm --------------------------------------------------------------------------------
-# The ranks talk gloo on CPU over loopback (SIMULATED cards; tests/e2e/test_multinode_e2e.py): the interface
-# is
-# pinned per node with radeonlab_node_env, as a user pins GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME to the LAN.
+# The ranks talk gloo on CPU over loopback (SIMULATED cards; tests/e2e/test_multinode_e2e.py): the
+# interface is pinned per node with radeonlab_node_env, as a user pins GLOO_SOCKET_IFNAME /
+# NCCL_SOCKET_IFNAME to the LAN.
 TWO_NODES = {"max_steps": 20, "save_steps": 100}
 BF16_NODES = ("slurm-7900", "slurm-9070")
 TRAINING_S = 300  # bound on a wait for two training processes to start (torch + LLaMA-Factory, 2 cores)

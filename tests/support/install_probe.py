@@ -1,6 +1,6 @@
 """Run by tests/unit/test_install.py as `python -I install_probe.py SITE`: imports radeonlab from SITE only
-(not
-the checkout) and prints as JSON where it came from, whether `tests` got imported, and the files it reads."""
+(not the checkout) and prints as JSON where it came from, whether `tests` got imported, and the files it
+reads."""
 
 import json
 import sys

@@ -2,8 +2,7 @@
 docs/reference/needs.md.
 
 The table is generated (tests/support/examples_table.py --write); this test recomputes every row, so a change
-in
-what check says about an example fails here until docs/reference/needs.md is regenerated. The
+in what check says about an example fails here until docs/reference/needs.md is regenerated. The
 assertions below pin what the verdicts must mean, independently of the generator."""
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
 """The host-side launcher, run for real on this machine (no SSH) against a stand-in `llamafactory-cli`.
 
 Each job folder holds the shipped host code (tests/support/hostjob.py), and the launcher runs as on a
-workstation:
-`python3 -m radeonlab.jobs.host.launcher` from that folder, started by the command jobs/host/stage.py builds
-(in the foreground, or detached through the stage tool itself). The stand-in is a small python script in a
-temporary "venv": it writes a trainer_log.jsonl and an adapter file, can wait for a file, sleep, ignore
-SIGTERM, spawn a grandchild, and exits with a chosen code. It is driven by the job's env (job.json "env"),
-which also proves that env reaches the training process.
+workstation: `python3 -m radeonlab.jobs.host.launcher` from that folder, started by the command
+jobs/host/stage.py builds (in the foreground, or detached through the stage tool itself). The stand-in is a
+small python script in a temporary "venv": it writes a trainer_log.jsonl and an adapter file, can wait for a
+file, sleep, ignore SIGTERM, spawn a grandchild, and exits with a chosen code. It is driven by the job's env
+(job.json "env"), which also proves that env reaches the training process.
 """
 
 from __future__ import annotations

@@ -141,9 +141,8 @@ def stub(path: Path, text: str) -> None:
 
 
 def test_two_node_script_gives_each_rank_torchrun_variables(tmp_path: Path) -> None:
-    """The two-node script run with stand-in scontrol/srun (the real ones: tests/e2e/test_slurm.py): rank 0
-    is the
-    allocation's first node, MASTER_ADDR its NodeAddr, each srun task gets NODE_RANK = SLURM_NODEID."""
+    """The two-node script run with stand-in scontrol/srun (the real ones: tests/e2e/test_slurm.py): rank 0 is
+    the allocation's first node, MASTER_ADDR its NodeAddr, each srun task gets NODE_RANK = SLURM_NODEID."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     stub(bin_dir / "scontrol", '#!/bin/sh\n[ "$2" = hostnames ] && printf "sl-1\\nsl-3\\n" && exit 0\n'

@@ -1,9 +1,8 @@
 """Automatic remedies: what the next attempt of a failed job changes, and where it resumes from.
 
-The ladders are data (LADDERS, steps in STEPS): the one registry. The spec's switches
-(spec/block.py REMEDY_NAMES), `check`'s step names and the guide's tables (docs/guide/remedies.md, checked
-by tests/unit/test_docs_remedies.py) are read from it. A step looks at the config that just ran and returns
-the
+The ladders are data (LADDERS, steps in STEPS): the one registry. The spec's switches (spec/block.py
+REMEDY_NAMES), `check`'s step names and the guide's tables (docs/guide/remedies.md, checked by
+tests/unit/test_docs_remedies.py) are read from it. A step looks at the config that just ran and returns the
 keys it changes, or None when it cannot apply (the batch is already 1, the learning rate already low):
 
   nan:    flash_attn_disabled -> lower_lr (5.0e-5 if higher) -> adamw_torch -> give up with a report

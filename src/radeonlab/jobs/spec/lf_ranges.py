@@ -10,9 +10,9 @@ Two parts, one file:
 
 - "hand": written by hand where nothing states the range but a value outside it fails or silently trains
   nothing; each rule carries the package file, line and code that shows it (tests/unit/test_lf_ranges.py
-  checks
-  every cited line against the installed transformers, peft and torch, and LLaMA-Factory's in the generator
-  venv when it exists), and the rules peft and torch state as a raise are also run against them there.
+  checks every cited line against the installed transformers, peft and torch, and LLaMA-Factory's in the
+  generator venv when it exists), and the rules peft and torch state as a raise are also run against them
+  there.
 
 A rule: {"key", bounds ("ge", "gt", "le", "lt"; "whole_above": n for a number above n that must be whole),
 "severity" (error, or warning for absurd-but-legal values), "when" (other keys' conditions, e.g.

@@ -9,8 +9,7 @@ The target hierarchy (target -> sub-family -> family) and the device package nam
 `rocm-bootstrap` (PyPI, MIT, by AMD; pinned in pyproject.toml): its `targets.py` is AMD's own encoding of
 LLVM's GCNProcessors.td. The Core SDK apt families below are derived from its sub-families; where AMD's apt
 packages spell a sub-family differently, SDK_FAMILY_BY_SUB_FAMILY says how (tests/unit/test_gpu_table.py
-compares
-every row with rocm-bootstrap).
+compares every row with rocm-bootstrap).
 
 Where the old per-role tables disagreed, this table follows AMD's data (rocm-bootstrap and
 sandbox/amdworld/*.yaml, with docs/notes/rocm-facts.md):
