@@ -47,6 +47,7 @@ def group_of(nodeid: str) -> str:
     return "provisioned" if Path(path).name in PROVISIONED_FILES else path
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown to a run with `-p no:xdist`
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Both lanes run in two pytest-xdist workers (scripts/test.sh) that take a test group at a time, in
     collection order: tests/e2e's long files first, tests/unit's short ones fill the end. Not xdist's
