@@ -28,7 +28,27 @@ NOT_ROOT = "sandbox hosts need root (mount, unshare, chroot): run the tests as r
 _TIMINGS: dict[str, float] = {}
 
 
+# The longest test files (set-up and calls, from the full runs' --durations), started first so that no long
+# file starts last and leaves the other worker idle at the end (longest-first scheduling); the rest keep
+# their collection order (tests/e2e, then tests/unit's short files, which fill the end).
+LONGEST_FIRST = (
+    "tests/e2e/test_slurm.py",
+    "tests/e2e/test_ansible_anchor.py",
+    "tests/unit/test_bench_report.py",  # the reduced bench: every section on 2 hosts
+    "tests/e2e/test_wheel_cache.py",
+    "tests/e2e/test_provision.py",  # with the other PROVISIONED_FILES: the session's provisioned hosts
+)
+
+
+def _start_rank(item: pytest.Item) -> int:
+    path = item.nodeid.split("::", 1)[0]
+    if Path(path).name in PROVISIONED_FILES:
+        path = "tests/e2e/test_provision.py"
+    return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=_start_rank)  # stable: each file's tests keep their order
     if os.geteuid() != 0:
         for item in items:
             if "sandbox" in item.keywords:

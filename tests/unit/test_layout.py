@@ -331,3 +331,20 @@ def test_the_files_that_share_the_provisioned_hosts_run_in_one_worker() -> None:
     assert group_of(f"{e2e}test_provision.py::test_a") == group_of(f"{e2e}test_provision_hub_e2e.py::b")
     assert group_of(f"{e2e}test_jobs_e2e.py::test_a") == group_of(f"{e2e}test_jobs_e2e.py::test_b[x]")
     assert group_of(f"{e2e}test_jobs_e2e.py::test_a") != group_of(f"{e2e}test_watch_e2e.py::test_a")
+
+
+def test_the_longest_files_named_to_start_first_exist_and_do_start_first() -> None:
+    """tests/conftest.py's LONGEST_FIRST: a renamed file would silently lose its place at the start."""
+    from tests.conftest import LONGEST_FIRST, PROVISIONED_FILES, _start_rank
+
+    assert [p for p in LONGEST_FIRST if not (REPO / p).is_file()] == []
+
+    class Item:
+        def __init__(self, nodeid: str) -> None:
+            self.nodeid = nodeid
+
+    order = ["tests/unit/test_a.py::t", "tests/e2e/test_provision_hub_e2e.py::t",
+             "tests/e2e/test_slurm.py::t"]
+    ranked = sorted(order, key=lambda n: _start_rank(Item(n)))  # type: ignore[arg-type]
+    assert ranked == [order[2], order[1], order[0]]
+    assert "test_provision_hub_e2e.py" in PROVISIONED_FILES
