@@ -139,7 +139,8 @@ class JobPlan:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The plan for scripts (`submit --dry-run --json`): no secret values, no connections."""
+        """The plan for scripts (`submit --dry-run --json`), in the shape that command has always printed
+        (`dataclasses.asdict(plan)` is the whole value); no secret value either way."""
         return {
             "id": self.job_id,
             "spec": str(self.spec.path),
@@ -173,12 +174,7 @@ class JobPlan:
                         for u in n.uploads
                     ],
                     "bytes_to_send": n.bytes_to_send,
-                    "estimate": {
-                        "fits": n.preflight.fits,
-                        "message": n.preflight.message,
-                        "peak": n.preflight.peak,
-                        "free": n.preflight.free,
-                    },
+                    "estimate": dataclasses.asdict(n.preflight),  # fits, message, peak, free
                     "queue": n.queue,
                     "after": n.after,
                     "env": n.env,
