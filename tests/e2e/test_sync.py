@@ -15,7 +15,7 @@ import pytest
 from radeonlab.errors import RemoteCommandError, TransportError
 from radeonlab.jobs.apply.submit import upload
 from radeonlab.jobs.fleet.inventory import HostTarget
-from radeonlab.jobs.plan.plan import Upload
+from radeonlab.jobs.plan.uploads import Upload
 from radeonlab.jobs.ssh.connection import Remote, connect
 from radeonlab.jobs.ssh.transfer import LocalFile, blobs_present, fetch, sha256_file, upload_blobs
 from tests.conftest import inventory_target, module_host
@@ -71,12 +71,11 @@ def upload_as_submit(
 
     node = SimpleNamespace(
         host=target.name,
-        connection=remote,
         present=present,
         record=SimpleNamespace(blobs_dir=BLOBS),
         uploads=[Upload(LocalFile.of(p), f"data/{p.name}") for p in files],
     )
-    return upload(node, bar, lambda _line: None)  # type: ignore[arg-type]
+    return upload(node, remote, bar, lambda _line: None)  # type: ignore[arg-type]
 
 
 def test_upload_twice_sends_nothing_the_second_time(target: HostTarget, dataset: list[Path]) -> None:

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from radeonlab.contract.records import GpuRecord, HostRecord
+from radeonlab.jobs.fleet.context import Fleet
 from radeonlab.jobs.fleet.inventory import HostTarget
+from radeonlab.jobs.fleet.observe import observe_job
 from radeonlab.jobs.fleet.probe import HostView, parse_probe
 from radeonlab.jobs.plan import plan as plan_module
 from radeonlab.jobs.spec.needs import base_stack
@@ -238,17 +238,57 @@ def target(name: str, address: str | None = None, groups: Sequence[str] = (), **
     return HostTarget(name=name, hostname=address or name, groups=tuple(groups), data=data)
 
 
+def probe_answer(record: HostRecord | None) -> dict[str, Any]:
+    """What the probe tool of a host with this record prints (the cards as recorded, no jobs)."""
+    return {
+        "record": record.to_dict() if record else None,
+        "record_error": "" if record else "no host record",
+        "gpus": [recorded_reading(g) for g in record.gpus] if record else [],
+        "jobs": [],
+    }
+
+
+def fleet_with(hosts: Mapping[str, tuple[HostTarget, HostRecord]], answer: Answer = queued_answer) -> Fleet:
+    """A Fleet over `hosts` (the inventory, in order) whose connections are RecordingRemotes, not SSH: the
+    probe answered from each host's record, every other tool by `answer`."""
+
+    def opener(t: HostTarget) -> RecordingRemote:
+        def reply(module: str, args: list[str], request: dict[str, Any] | None) -> dict[str, Any]:
+            return probe_answer(hosts[t.name][1]) if module == "probe" else answer(module, args, request)
+
+        return RecordingRemote(t, reply)
+
+    return Fleet("inventory.py", {n: t for n, (t, _) in hosts.items()}, opener=opener)  # type: ignore[arg-type]
+
+
+def planned_on(
+    spec: Path,
+    hosts: Mapping[str, tuple[HostTarget, HostRecord]],
+    answer: Answer = queued_answer,
+    *,
+    host: str | None = None,
+    nodes: int | None = None,
+    overrides: Sequence[str] = (),
+    environ: Mapping[str, str] | None = None,
+    ask_blobs: bool = False,
+    **options: Any,
+) -> tuple[plan_module.JobPlan, Fleet]:
+    """Observe (over fleet_with's recording remotes) and plan a job, as `submit` does: the plan and the
+    fleet whose connections apply_plan would use."""
+    fleet = fleet_with(hosts, answer)
+    job, views = observe_job(fleet, spec, environ or {}, host=host, nodes=nodes, overrides=overrides,
+                             ask_blobs=ask_blobs)  # fmt: skip
+    options = {"say": lambda _line: None, **options}
+    plan = plan_module.plan_job(job, views, fleet.targets, inventory=fleet.inventory, host=host, nodes=nodes,
+                                **options)  # fmt: skip
+    return plan, fleet
+
+
 def plan_with(
-    monkeypatch: pytest.MonkeyPatch,
     spec: Path,
     hosts: Mapping[str, tuple[HostTarget, HostRecord]],
     answer: Answer = queued_answer,
     **options: Any,
 ) -> plan_module.JobPlan:
-    """plan_job for `hosts` (the inventory, in order), each reached through a RecordingRemote, not SSH."""
-    remotes = {name: RecordingRemote(t, answer) for name, (t, _) in hosts.items()}
-    monkeypatch.setattr(plan_module, "load_inventory", lambda _inv: {n: t for n, (t, _) in hosts.items()})
-    monkeypatch.setattr(plan_module, "connect", lambda t: remotes[t.name])
-    monkeypatch.setattr(plan_module, "read_host", lambda remote, **_: view(hosts[remote.target.name][1]))
-    options = {"ask_blobs": False, "say": lambda _line: None, "environ": {}, **options}
-    return plan_module.plan_job(spec, "inventory.py", **options)
+    """planned_on's plan alone."""
+    return planned_on(spec, hosts, answer, **options)[0]

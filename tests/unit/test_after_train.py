@@ -412,7 +412,7 @@ def test_a_hub_base_model_must_be_whole_in_the_hosts_cache(
 def test_a_file_the_config_names_is_uploaded_under_inputs(tmp_path: Path) -> None:
     """plan.uploads_of: the deepspeed JSON (and any path key) goes to inputs/<key>/ in the job folder."""
     from radeonlab.jobs.plan.model import ModelInfo
-    from radeonlab.jobs.plan.plan import uploads_of
+    from radeonlab.jobs.plan.uploads import uploads_of
     from radeonlab.jobs.spec.load import load
 
     (tmp_path / "ds").mkdir()

@@ -18,7 +18,7 @@ from radeonlab.jobs.plan import nodes as multinode
 from radeonlab.jobs.spec.load import parse_text
 from radeonlab.jobs.ssh import hostcode
 from radeonlab.jobs.track.resume import common_checkpoint_step
-from tests.support.laptop_doubles import demo_job, gpu, host_record, plan_with, target
+from tests.support.laptop_doubles import demo_job, gpu, host_record, planned_on, target
 
 
 def test_master_is_the_first_host_at_the_address_its_peers_reach() -> None:
@@ -151,16 +151,17 @@ def test_ranks_are_staged_like_one_host_and_a_busy_gpu_cancels_every_node(
             seen.append((request["job_dir"].split("/")[1], "start" if request.get("launch") else "stage"))
         return two_node_answer(module, args, request)
 
-    plan = plan_with(monkeypatch, spec, hosts, answer, host="ws1,ws2", nodes=2)
-    with plan, pytest.raises(RadeonlabError) as err:
-        submit.apply_plan(plan, say=lambda _m: None)
+    plan, fleet = planned_on(spec, hosts, answer, host="ws1,ws2", nodes=2)
+    with fleet, pytest.raises(RadeonlabError) as err:
+        submit.apply_plan(plan, fleet, say=lambda _m: None)
     message = str(err.value)
     assert "\n" not in message
     assert message == f"{plan.job_id}: a node did not start, every node cancelled: ws2: failed ({BUSY})"
+    remotes: dict[str, Any] = dict(fleet.remotes)  # RecordingRemotes (closed now, their calls kept)
     # every rank staged before any starts, rank 0 started first
     assert seen == [("ws1", "stage"), ("ws2", "stage"), ("ws1", "start"), ("ws2", "start")]
     for rank, node in enumerate(plan.nodes):
-        stages = node.remote.of("stage")  # type: ignore[union-attr]
+        stages = remotes[node.host].of("stage")
         staged, start = stages[0].request, stages[1].request
         assert staged is not None and start is not None
         assert staged["launch"] is None and staged["job_dir"] == node.job.root  # staged, not started
@@ -171,7 +172,7 @@ def test_ranks_are_staged_like_one_host_and_a_busy_gpu_cancels_every_node(
         assert {"config.yaml", "config.json", "data/dataset_info.json"} <= set(staged["files"])
         assert staged["code"].endswith(hostcode.digest())
         assert start["launch"]["queue"] is False and start["launch"]["venv"] == "/v"
-        cancels = node.remote.of("launcher")  # type: ignore[union-attr]
+        cancels = remotes[node.host].of("launcher")
         assert [c.args for c in cancels] == [["cancel", node.job.root]]  # every rank, ws1 included
     assert plan.nodes[0].rendered.config["ddp_backend"] == "gloo"  # CPU hosts
 

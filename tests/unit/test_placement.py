@@ -18,9 +18,9 @@ import pytest
 from click.testing import CliRunner
 
 from radeonlab.errors import EXIT_FAILURE, PlacementError
+from radeonlab.jobs.fleet import context
 from radeonlab.jobs.fleet.probe import HostView, parse_probe
 from radeonlab.jobs.plan import model as model_module
-from radeonlab.jobs.plan import placement
 from radeonlab.jobs.plan.placement import Asks, asks_of, card_problems, choose, gfx_matches
 from radeonlab.jobs.spec.load import parse_text
 from tests.support.laptop_doubles import (
@@ -223,7 +223,7 @@ def test_submit_without_a_fitting_host_exits_nonzero_with_every_reason(
         "radeonlab:\n  placement: {min_vram_gb: 30}\n"
     )
     probed = {v.name: v for v in fleet()}
-    monkeypatch.setattr(placement, "probe_hosts", lambda targets, timeout: [probed[t.name] for t in targets])
+    monkeypatch.setattr(context, "probe_hosts", lambda hosts, _timeout, ask: [probed[t.name] for t in hosts])
     env = {"RADEONLAB_HOME": str(tmp_path / "home"), "HF_ENDPOINT": CLOSED_HUB}  # no Hub to ask
     from radeonlab.cli import main
 

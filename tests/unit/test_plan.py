@@ -75,15 +75,13 @@ def test_uploads_name_every_local_file_and_where_it_lands(tmp_path: Path) -> Non
 def planned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **options: object) -> JobPlan:
     spec = demo_job(tmp_path, extra="radeonlab:\n  env: {WANDB_API_KEY: w-SECRET, HF_HUB_OFFLINE: '1'}\n")
     record = host_record("ws1", [gpu("rx7900xtx")], jobs_dir="/home/lab/radeonlab/jobs")
-    return plan_with(monkeypatch, spec, {"ws1": (target("ws1"), record)}, host="ws1", **options)
+    return plan_with(spec, {"ws1": (target("ws1"), record)}, host="ws1", **options)
 
 
 def test_the_job_record_says_what_runs_on_what(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with planned(
-        tmp_path, monkeypatch, overrides=["learning_rate=1e-4"], environ={"HF_TOKEN": TOKEN}
-    ) as plan:
-        node = plan.rank0
-        job = plan.job_record(node)
+    plan = planned(tmp_path, monkeypatch, overrides=["learning_rate=1e-4"], environ={"HF_TOKEN": TOKEN})
+    node = plan.rank0
+    job = plan.job_record(node)
     assert job.id == plan.job_id and job.name == "demo" and job.spec_file == "demo.yaml" and job.host == "ws1"
     # the host code the launcher must find in the job folder, file by file
     assert job.code == CodeDigest(hostcode.digest(), hostcode.file_digests())
@@ -101,10 +99,10 @@ def test_the_job_record_says_what_runs_on_what(tmp_path: Path, monkeypatch: pyte
 
 
 def test_the_plan_for_scripts_has_no_secret_value(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with planned(tmp_path, monkeypatch, environ={"HF_TOKEN": TOKEN}) as plan:
-        shown = plan.to_dict()
-        text = json.dumps(shown)
-        assert plan.secrets() == {"HF_TOKEN": TOKEN, "WANDB_API_KEY": "w-SECRET"}  # kept for the stage only
+    plan = planned(tmp_path, monkeypatch, environ={"HF_TOKEN": TOKEN})
+    shown = plan.to_dict()
+    text = json.dumps(shown)
+    assert plan.secrets() == {"HF_TOKEN": TOKEN, "WANDB_API_KEY": "w-SECRET"}  # kept for the stage only
     assert TOKEN not in text and "w-SECRET" not in text
     assert shown["secret_names"] == ["HF_TOKEN", "WANDB_API_KEY"]
     (node,) = shown["nodes"]
@@ -201,8 +199,8 @@ def test_output_paths_stay_in_the_job_folder(tmp_path: Path, monkeypatch: pytest
     extra = "logging_dir: runs/tb\ntokenized_path: tok\nexport_dir: exported\noffload_folder: offloaded\n"
     spec = demo_job(tmp_path, extra=extra)
     record = host_record("ws1", [gpu("rx7900xtx")], jobs_dir="/home/lab/radeonlab/jobs")
-    with plan_with(monkeypatch, spec, {"ws1": (target("ws1"), record)}, host="ws1") as plan:
-        config, output = plan.rank0.rendered.config, plan.rank0.job.output
+    plan = plan_with(spec, {"ws1": (target("ws1"), record)}, host="ws1")
+    config, output = plan.rank0.rendered.config, plan.rank0.job.output
     assert config["logging_dir"] == f"{output}/runs/tb" and config["tokenized_path"] == f"{output}/tok"
     assert config["export_dir"] == f"{output}/exported"
     assert config["offload_folder"] == f"{output}/offloaded"
@@ -236,7 +234,7 @@ def test_a_job_with_nothing_to_upload_draws_no_bar_and_says_so() -> None:
         drawn.append(label)
         yield lambda done, total: None
 
-    node = SimpleNamespace(host="ws1", uploads=[], present=None, connection=None, record=None)
-    report = upload(node, bar, said.append)  # type: ignore[arg-type]
+    node = SimpleNamespace(host="ws1", uploads=[], present=None, record=None)
+    report = upload(node, None, bar, said.append)  # type: ignore[arg-type]
     assert drawn == [] and said == ["upload -> ws1: nothing to send"]
     assert report.files == [] and report.bytes_sent == 0

@@ -16,8 +16,8 @@ from radeonlab.errors import EXIT_FAILURE, EXIT_USAGE, InventoryError, NotProvis
 from radeonlab.jobs.fleet import store
 from radeonlab.jobs.fleet.inventory import load_inventory
 from radeonlab.jobs.fleet.probe import parse_probe, require_record
+from radeonlab.jobs.plan.placement import Asks
 from radeonlab.jobs.plan.plan import choose_targets
-from radeonlab.jobs.spec import load as spec_module
 from radeonlab.sandbox import demodata
 from radeonlab.sandbox.demo import sparkline, write_spec
 from tests.support.laptop_doubles import CLOSED_HUB, host_record
@@ -141,14 +141,14 @@ def test_submit_places_among_several_hosts_unless_one_is_named(tmp_path: Path) -
     assert [ln.split(":")[1].strip() for ln in lines[:2]] == ["a", "b"]  # each host judged
     assert lines[-1].startswith("radeonlab: error: no host fits this job: a: rejected: unreachable"), lines
     with pytest.raises(InventoryError, match="unknown host 'c'"):
-        choose_targets(load_inventory(inventory), "c", spec_module.load(spec), None, 1, print)
+        choose_targets(load_inventory(inventory), "c", Asks(), 1, {}, print)
 
 
 def test_submit_loads_the_inventory_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each load is a Python start-up in a child process (about 0.5 s of every submit): the Slurm question and
     the plan share one."""
+    from radeonlab.jobs.fleet import context as context_module
     from radeonlab.jobs.fleet import inventory as inventory_module
-    from radeonlab.jobs.plan import plan as plan_module
 
     loads: list[str] = []
 
@@ -157,7 +157,7 @@ def test_submit_loads_the_inventory_once(tmp_path: Path, monkeypatch: pytest.Mon
         return load_inventory(path)
 
     monkeypatch.setattr(inventory_module, "load_inventory", counted)
-    monkeypatch.setattr(plan_module, "load_inventory", counted)
+    monkeypatch.setattr(context_module, "load_inventory", counted)
     spec = write_spec(tmp_path, {"model_name_or_path": "Qwen/Qwen2.5-0.5B", "max_steps": 5})
     demodata.write_dataset(tmp_path / "data")
     inventory = tmp_path / "two.py"

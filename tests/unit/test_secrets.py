@@ -29,7 +29,7 @@ from tests.support.laptop_doubles import (
     RecordingRemote,
     demo_job,
     host_record,
-    plan_with,
+    planned_on,
     run_host_tool,
     ship_code,
     target,
@@ -78,10 +78,11 @@ def staged_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env_block: str,
     hosts = {"ws9": (target("ws9"), host_record("ws9", cpu_torch=True, jobs_dir=str(tmp_path / "jobs")))}
     monkeypatch.setattr(submit, "upload_blobs", lambda remote, files, blobs, bar: (set(), 0))
     monkeypatch.setenv("RADEONLAB_HOME", str(tmp_path / "home"))
-    plan = plan_with(monkeypatch, spec, hosts, environ=environ, host="ws9")
-    with plan:
-        submit.apply_plan(plan, say=lambda _m: None)
-    return plan, plan.rank0.remote
+    plan, fleet = planned_on(spec, hosts, environ=environ, host="ws9")
+    with fleet:
+        submit.apply_plan(plan, fleet, say=lambda _m: None)
+        remote = fleet.remotes["ws9"]
+    return plan, remote
 
 
 def stage_here(tmp_path: Path, request: dict[str, Any]) -> Path:

@@ -396,22 +396,28 @@ def test_two_nodes_are_planned_as_ranks_of_one_job_on_every_candidate(
     lab = apply.lab_of(targets)
     asked: list[dict] = []
 
-    def plan_job(spec_path: object, **kw: object) -> SimpleNamespace:
+    def plan_job(*_observed: object, **kw: object) -> SimpleNamespace:
         asked.append(kw)
         rank_env = {"NODE_RANK": "0", "NNODES": "2", "MASTER_ADDR": "10.0.0.1", "GLOO_SOCKET_IFNAME": "lo"}
         nodes = [_node(h, dict(rank_env)) for h in str(kw["host"]).split(",")]
-        return SimpleNamespace(nodes=nodes, rank0=nodes[0], job_id=kw["job_id"], close=lambda: None)
+        return SimpleNamespace(nodes=nodes, rank0=nodes[0], job_id=kw["job_id"])
 
     monkeypatch.setattr(
         apply, "connect", lambda _t: _Remote((FIXTURES / "sinfo-three-nodes.txt").read_text())
     )
     monkeypatch.setattr(apply, "plan_job", plan_job)
+    observed: list[tuple[str, int]] = []  # the hosts probed (one probe each), as ranks or not
+    monkeypatch.setattr(
+        apply, "observe_job", lambda *_a, host, nodes, **_k: observed.append((host, nodes)) or (None, {})
+    )
+    fleet = SimpleNamespace(inventory="inv.py", targets=targets)
     monkeypatch.setattr(
         apply, "load_checked", lambda *_a: (SimpleNamespace(radeonlab=SimpleNamespace(nodes=1)), [])
     )
     monkeypatch.setattr(apply, "asks_of", lambda *_a: SimpleNamespace(card=CardWishes(bf16=True)))
     said: list[str] = []
-    sp = apply.plan_slurm_job("demo.yaml", "inv.py", lab, nodes=2, say=said.append)
+    sp = apply.plan_slurm_job("demo.yaml", fleet, lab, nodes=2, say=said.append)  # type: ignore[arg-type]
+    assert observed == [("ws1,ws3", 2)]
     [kw] = asked
     assert (kw["host"], kw["nodes"], kw["allow_shared"]) == ("ws1,ws3", 2, True)  # the bf16 nodes, as ranks
     assert [(n.host, n.env, n.nodes) for n in sp.plan.nodes] == [
@@ -431,8 +437,9 @@ def test_two_nodes_are_planned_as_ranks_of_one_job_on_every_candidate(
     assert script.rstrip().endswith("run /home/lab/radeonlab/jobs/demo-1 --venv /v --allow-shared --no-queue")
     # one node: each candidate planned as a job of its own, as before
     asked.clear()
-    apply.plan_slurm_job("demo.yaml", "inv.py", lab, nodes=1, say=said.append)
+    apply.plan_slurm_job("demo.yaml", fleet, lab, nodes=1, say=said.append)  # type: ignore[arg-type]
     assert [(kw["host"], kw["nodes"]) for kw in asked] == [("ws1", 1), ("ws3", 1)]
+    assert observed[-1] == ("ws1,ws3", 2)  # both candidates probed once, then planned one by one
 
 
 def test_cancel_marks_every_rank_then_scancels_then_stops_what_is_left(

@@ -50,7 +50,7 @@ def model_problems(path: Path, loaded: Spec) -> list[Problem]:
 def host_answers(loaded: Spec, inventory: str | None, host: str) -> paths.OnHost:
     """What `host` holds of the spec's workstation folders (nothing asked when the spec names none)."""
     from radeonlab.jobs.fleet.inventory import get_host, load_inventory
-    from radeonlab.jobs.fleet.probe import read_host
+    from radeonlab.jobs.fleet.probe import ProbeAsk, read_host
     from radeonlab.jobs.ssh.connection import connect
 
     wanted = paths.host_values(loaded)
@@ -58,7 +58,7 @@ def host_answers(loaded: Spec, inventory: str | None, host: str) -> paths.OnHost
     if not wanted:
         return paths.OnHost(target.name, {})
     with connect(target) as remote:
-        return paths.OnHost(target.name, read_host(remote, jobs="none", paths=wanted).paths)
+        return paths.OnHost(target.name, read_host(remote, jobs="none", ask=ProbeAsk(tuple(wanted))).paths)
 
 
 @click.command("check")

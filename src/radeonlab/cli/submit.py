@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -111,6 +112,7 @@ def command(
     from radeonlab.cli.views import rich_progress
     from radeonlab.errors import InventoryError
     from radeonlab.jobs.apply.submit import no_progress
+    from radeonlab.jobs.fleet.context import Fleet
     from radeonlab.jobs.fleet.inventory import load_inventory
     from radeonlab.jobs.scheduler.choose import scheduler_for
 
@@ -122,23 +124,24 @@ def command(
     scheduler = scheduler_for(targets, host)  # the inventory's radeonlab_scheduler (docs/guide/slurm.md)
     scheduler.check_options(sweep=bool(sweeps), watch=follow)
     if sweeps:
-        raise SystemExit(submit_sweep(spec, inv, sweeps, overrides, host, nodes, dry_run, strict,
-                                      allow_shared, follow, as_json))  # fmt: skip
+        with Fleet.open(inv, targets) as fleet:
+            code = submit_sweep(spec, fleet, sweeps, overrides, host, nodes, dry_run, strict, allow_shared,
+                                follow, as_json)  # fmt: skip
+        raise SystemExit(code)
     t0 = time.monotonic()
-    with problems_shown():
-        planned = scheduler.plan(
-            spec,
-            inv,
-            host=host,
-            nodes=nodes,
-            overrides=overrides,
-            strict=strict,
-            allow_shared=allow_shared,
-            ask_blobs=dry_run,
-            say=say,
-            targets=targets,
-        )
-    with planned:
+    with Fleet.open(inv, targets) as fleet:  # observe, plan, apply: every connection closes at its end
+        with problems_shown():
+            planned = scheduler.plan(
+                spec,
+                fleet,
+                host=host,
+                nodes=nodes,
+                overrides=overrides,
+                strict=strict,
+                allow_shared=allow_shared,
+                ask_blobs=dry_run,
+                say=say,
+            )
         if dry_run:
             extra, lines = scheduler.preview(planned)
             if as_json:
@@ -148,7 +151,9 @@ def command(
             for line in lines:
                 click.echo(line)
             return
-        result = scheduler.submit(planned, progress_bar=no_progress if as_json else rich_progress, say=say)
+        result = scheduler.submit(
+            planned, fleet, progress_bar=no_progress if as_json else rich_progress, say=say
+        )
     if verbose:
         phases = ", ".join(f"{k} {v:.2f}s" for k, v in result.seconds.items())
         say(f"timing: {phases}; total {time.monotonic() - t0:.2f}s (the training's own start-up comes after)")
@@ -167,7 +172,7 @@ def command(
 
 def submit_sweep(
     spec: Path,
-    inv: str,
+    fleet: Any,  # Fleet (jobs/fleet/context.py, imported when a command runs)
     sweeps: tuple[str, ...],
     overrides: tuple[str, ...],
     host: str | None,
@@ -183,36 +188,36 @@ def submit_sweep(
     from radeonlab.cli.views import rich_progress
     from radeonlab.errors import InputError, RadeonlabError, one_line
     from radeonlab.jobs.apply.submit import apply_plan, no_progress
+    from radeonlab.jobs.fleet.observe import observe_sweep
     from radeonlab.jobs.plan.sweep import plan_sweep
 
     if follow:
         raise InputError("--watch follows one job: watch a sweep's jobs with `radeonlab list` / `watch JOB`")
     with problems_shown():
-        plans = plan_sweep(spec, inv, sweeps, overrides=overrides, host=host, nodes=nodes, strict=strict,
-                           allow_shared=allow_shared, ask_blobs=dry_run, say=say)  # fmt: skip
+        jobs, views = observe_sweep(fleet, spec, sweeps, os.environ, host=host, nodes=nodes,
+                                    overrides=overrides, ask_blobs=dry_run)  # fmt: skip
+        plans = plan_sweep(jobs, views, fleet.targets, inventory=fleet.inventory, host=host, nodes=nodes,
+                           strict=strict, allow_shared=allow_shared, say=say)  # fmt: skip
     results, failed = [], 0
-    with contextlib.ExitStack() as opened:
-        for plan in plans:
-            opened.enter_context(plan)
-        if dry_run:
-            if as_json:
-                echo_json([plan.to_dict() for plan in plans])
-            for plan in [] if as_json else plans:
-                print_plan(plan)
-            return 0
-        for plan in plans:
-            try:
-                result = apply_plan(plan, progress_bar=no_progress if as_json else rich_progress, say=say)
-            except RadeonlabError as exc:  # the others still go: each job is independent
-                failed += 1
-                say(f"radeonlab: error: {plan.job_id} ({plan.rank0.host}): {one_line(exc)}")
-                continue
-            results.append(result)
-            ended = result.state.state.is_finished() and result.state.state.value != "succeeded"
-            failed += ended
-            swept = " ".join(f"{k}={v}" for k, v in plan.spec.overrides.items())
-            if not as_json:
-                click.echo(f"submitted {result.job_id} to {result.host} ({swept}): {result.state.summary()}")
+    if dry_run:
+        if as_json:
+            echo_json([plan.to_dict() for plan in plans])
+        for plan in [] if as_json else plans:
+            print_plan(plan)
+        return 0
+    for plan in plans:
+        try:
+            result = apply_plan(plan, fleet, progress_bar=no_progress if as_json else rich_progress, say=say)
+        except RadeonlabError as exc:  # the others still go: each job is independent
+            failed += 1
+            say(f"radeonlab: error: {plan.job_id} ({plan.rank0.host}): {one_line(exc)}")
+            continue
+        results.append(result)
+        ended = result.state.state.is_finished() and result.state.state.value != "succeeded"
+        failed += ended
+        swept = " ".join(f"{k}={v}" for k, v in plan.spec.overrides.items())
+        if not as_json:
+            click.echo(f"submitted {result.job_id} to {result.host} ({swept}): {result.state.summary()}")
     if as_json:
         echo_json([r.to_dict() for r in results])
     else:

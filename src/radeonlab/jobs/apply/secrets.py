@@ -92,3 +92,38 @@ def notify_secret(spec_urls: Sequence[str] | None, host_data: Mapping[str, Any])
     """{RADEONLAB_NOTIFY_URLS: JSON list} for env.secret, or {} when the job notifies nobody."""
     urls = notify_urls(spec_urls, host_data)
     return {NOTIFY_ENV: json.dumps(urls)} if urls else {}
+
+
+class Secrets:
+    """A job's secret values (for env.secret), kept apart from the plan's fields: `dataclasses.asdict` and
+    `submit --dry-run --json` never meet them. repr names them only; a copy is the same object; pickling
+    refuses. The values leave only through `values()`, into the stage request's stdin."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Mapping[str, str] | None = None) -> None:
+        self._values = dict(values or {})
+
+    def names(self) -> list[str]:
+        return sorted(self._values)
+
+    def values(self) -> dict[str, str]:
+        return dict(self._values)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._values
+
+    def __bool__(self) -> bool:
+        return bool(self._values)
+
+    def __repr__(self) -> str:
+        return f"Secrets({', '.join(self.names())})"
+
+    def __copy__(self) -> Secrets:
+        return self
+
+    def __deepcopy__(self, _memo: object) -> Secrets:
+        return self
+
+    def __reduce_ex__(self, _protocol: object) -> Any:
+        raise TypeError("a job's secrets are not serialised (they go to the host on the stage's stdin)")

@@ -21,6 +21,7 @@ node satisfies, more nodes than satisfy it.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -34,12 +35,15 @@ from radeonlab.errors import InventoryError
 from radeonlab.jobs.apply.submit import ProgressBar, Say, SubmitResult, no_progress, run_stage, stage_request
 from radeonlab.jobs.apply.submit import upload as upload_node
 from radeonlab.jobs.fleet import store
+from radeonlab.jobs.fleet.context import Fleet
 from radeonlab.jobs.fleet.inventory import HostTarget
+from radeonlab.jobs.fleet.observe import Views, observe_job
 from radeonlab.jobs.host.launcher import SLURM_TORCHRUN_KEYS
 from radeonlab.jobs.plan import slurm
+from radeonlab.jobs.plan.inputs import JobInputs, load_checked
 from radeonlab.jobs.plan.nodes import node_address
 from radeonlab.jobs.plan.placement import asks_of
-from radeonlab.jobs.plan.plan import JobPlan, load_checked, plan_job
+from radeonlab.jobs.plan.plan import JobPlan, plan_job
 from radeonlab.jobs.ssh.connection import Remote, connect
 from radeonlab.roles.slurm import plan as role_plan
 from radeonlab.roles.slurm.defaults import DEFAULTS as ROLE_DEFAULTS
@@ -104,16 +108,10 @@ class SlurmPlan:
     gpus_per_node: int
     exclude: list[str] = field(default_factory=list)  # Slurm nodes that may not run it (not staged)
 
-    def __enter__(self) -> SlurmPlan:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.plan.close()
-
 
 def plan_slurm_job(
     spec_path: str | Path,
-    inventory: str | Path,
+    fleet: Fleet,
     lab: SlurmLab,
     *,
     nodes: int | None = None,
@@ -121,8 +119,8 @@ def plan_slurm_job(
     strict: bool = False,
     say: Say = print,
 ) -> SlurmPlan:
-    """Ask Slurm which nodes exist and what they offer, refuse what none can run, plan the job on each
-    node that satisfies its wishes (the same job id everywhere)."""
+    """Ask Slurm which nodes exist and what they offer, refuse what none can run, probe each node that
+    satisfies the job's wishes (one probe each, over the fleet) and plan the job there (one job id)."""
     spec, _ = load_checked(spec_path, overrides)
     wishes = asks_of(spec, None).card
     count = nodes or spec.radeonlab.nodes
@@ -132,15 +130,17 @@ def plan_slurm_job(
     known = [n for n in offered if n.name in lab.hosts]
     constraint, able = slurm.plan_request(wishes, known, count, gpus_per_node)
     job_id = new_job_id(Path(spec_path).stem)
-    common = {"inventory": inventory, "overrides": overrides, "strict": strict, "job_id": job_id, "say": say}
+    hosts = [lab.host_of(n) for n in able]
+    job, views = observe_job(fleet, spec_path, os.environ, host=",".join(hosts), nodes=len(hosts),
+                             overrides=overrides)  # fmt: skip
+    common = {"inventory": fleet.inventory, "strict": strict, "job_id": job_id, "say": say}
     if count > 1:
-        first = _plan_ranks(spec_path, [lab.host_of(n) for n in able], count, common)
+        first = _plan_ranks(job, views, fleet.targets, hosts, count, common)
     else:
-        first = _plan_each(spec_path, [lab.host_of(n) for n in able], common)
+        first = _plan_each(job, views, fleet.targets, hosts, common)
     roots = {n.job.root for n in first.nodes}
     venvs = {n.record.venv for n in first.nodes}
     if len(roots) > 1 or len(venvs) > 1:
-        first.close()
         raise InventoryError(
             "Slurm runs one batch script on whichever node it picks: the job folder and venv must be the "
             f"same path on {', '.join(able)} (found {sorted(roots)}, {sorted(venvs)})"
@@ -152,28 +152,30 @@ def plan_slurm_job(
     return SlurmPlan(first, lab, constraint, count, gpus_per_node, exclude)
 
 
-def _plan_each(spec_path: str | Path, hosts: list[str], common: dict) -> JobPlan:
+def _plan_each(
+    job: JobInputs, views: Views, targets: Mapping[str, HostTarget], hosts: list[str], common: dict
+) -> JobPlan:
     """A one-node job: planned on each candidate as a job of its own (its card's precision), one id."""
-    plans: list[JobPlan] = []
-    try:
-        for host in hosts:
-            plans.append(plan_job(spec_path, host=host, nodes=1, allow_shared=True, **common))
-    except BaseException:
-        for p in plans:
-            p.close()
-        raise
+    plans = [plan_job(job, views, targets, host=h, nodes=1, allow_shared=True, **common) for h in hosts]
     first = plans[0]
     first.nodes = [p.nodes[0] for p in plans]
     return first
 
 
-def _plan_ranks(spec_path: str | Path, hosts: list[str], count: int, common: dict) -> JobPlan:
+def _plan_ranks(
+    job: JobInputs,
+    views: Views,
+    targets: Mapping[str, HostTarget],
+    hosts: list[str],
+    count: int,
+    common: dict,
+) -> JobPlan:
     """A job of `count` nodes: every candidate planned as a rank of one multi-node job (jobs/plan/nodes.py:
     one config for every rank, e.g. gloo/RCCL, save_on_each_node, fp16 everywhere when a candidate lacks
     bf16), but without a rank: Slurm decides which candidates run it and in which order when they free, so
     the torchrun variables come from the allocation at start (launcher.slurm_ranks). Kept: the per-host
     environment (radeonlab_node_env)."""
-    plan = plan_job(spec_path, host=",".join(hosts), nodes=len(hosts), allow_shared=True, **common)
+    plan = plan_job(job, views, targets, host=",".join(hosts), nodes=len(hosts), allow_shared=True, **common)
     for node in plan.nodes:
         node.env = {k: v for k, v in node.env.items() if k not in SLURM_TORCHRUN_KEYS}
         node.nodes = Nodes(world_size=count)  # its rank and peers: from the Slurm allocation at start
@@ -210,16 +212,20 @@ def slurm_info(sp: SlurmPlan) -> SlurmInfo:
     return SlurmInfo(sp.lab.controller.name, staged, nodes)
 
 
-def apply_slurm(sp: SlurmPlan, *, progress_bar: ProgressBar = no_progress, say: Say = print) -> SubmitResult:
-    """Stage on every candidate node, sbatch on the controller, remember the Slurm job id."""
+def apply_slurm(
+    sp: SlurmPlan, fleet: Fleet, *, progress_bar: ProgressBar = no_progress, say: Say = print
+) -> SubmitResult:
+    """Stage on every candidate node (over the fleet's connections), sbatch on the controller, remember the
+    Slurm job id."""
     plan = sp.plan
     info = slurm_info(sp)
     reports = []
     for node in plan.nodes:
-        reports.append(upload_node(node, progress_bar, say))
+        remote = fleet.remote(node.host)
+        reports.append(upload_node(node, remote, progress_bar, say))
         request = stage_request(plan, node, launch=False)
         request.job = {**(request.job or {}), "gpus": list(range(sp.gpus_per_node)), "slurm": info.to_dict()}
-        run_stage(node, request)
+        run_stage(remote, request)
     script = batch_script(sp)
     with connect(sp.lab.controller) as ctl:
         out = ctl.run(["sbatch", "--parsable"], stdin_text=script, timeout=60).stdout

@@ -1,6 +1,7 @@
 """Carry a plan out: upload what the hosts lack, stage each job folder, start rank 0 first, remember it.
 
-Per node: one `receive` stream (jobs/ssh/transfer.py: only the contents the host does not hold, resumable,
+Over the connections of the command's Fleet (jobs/fleet/context.py); the plan holds none. Per node: one
+`receive` stream (jobs/ssh/transfer.py: only the contents the host does not hold, resumable,
 verified as written), then one `stage` round trip (jobs/host/stage.py) that writes config.yaml,
 config.json, dataset_info.json, env.secret and job.json, links the uploaded contents into the job folder,
 copies radeonlab's host code into it, starts the launcher detached and answers with the state the launcher
@@ -24,10 +25,12 @@ from radeonlab.contract.messages import BlobLink, LaunchOptions, StageAnswer, St
 from radeonlab.contract.records import StateRecord
 from radeonlab.errors import RadeonlabError
 from radeonlab.jobs.fleet import store
+from radeonlab.jobs.fleet.context import Fleet
 from radeonlab.jobs.fleet.modelcopy import from_peers
 from radeonlab.jobs.plan.plan import Clock, JobPlan, NodePlan
 from radeonlab.jobs.ssh import hostcode
 from radeonlab.jobs.ssh.connection import SETTINGS as SSH_SETTINGS
+from radeonlab.jobs.ssh.connection import Remote
 from radeonlab.jobs.ssh.transfer import FileTransfer, Progress, UploadReport, upload_blobs
 
 Say = Callable[[str], None]
@@ -66,17 +69,17 @@ class SubmitResult:
         }
 
 
-def upload(node: NodePlan, progress_bar: ProgressBar, say: Say) -> UploadReport:
-    """Send the node's missing contents into its host's store (one stream)."""
+def upload(node: NodePlan, remote: Remote, progress_bar: ProgressBar, say: Say) -> UploadReport:
+    """Send the node's missing contents into its host's store (one stream over `remote`)."""
     files = [u.local for u in node.uploads]
     label = f"upload -> {node.host}"
     if not files:  # nothing to upload at all (no dataset file, no local model): one line, no empty bar
         say(f"{label}: nothing to send")
         return UploadReport()
-    # the plan asked the host which contents it holds: when it holds them all, no bar is drawn for nothing
+    # the probe asked the host which contents it holds: when it holds them all, no bar is drawn for nothing
     nothing_new = node.present is not None and all(f.sha256 in node.present for f in files)
     with contextlib.nullcontext(None) if nothing_new else progress_bar(label) as bar:
-        have, _sent = upload_blobs(node.connection, files, node.record.blobs_dir, bar)
+        have, _sent = upload_blobs(remote, files, node.record.blobs_dir, bar)
     report = UploadReport()
     seen: set[str] = set()
     for u in node.uploads:
@@ -112,36 +115,40 @@ def launch_options(plan: JobPlan, node: NodePlan) -> LaunchOptions:
     return LaunchOptions(node.record.venv, allow_shared=plan.allow_shared, queue=len(plan.nodes) == 1)
 
 
-def run_stage(node: NodePlan, request: StageRequest) -> StateRecord:
+def run_stage(remote: Remote, request: StageRequest) -> StateRecord:
     """One round trip to jobs/host/stage.py; the state its launcher recorded (queued if it said nothing)."""
     # the code folder is relative to the SSH user's home; stage.py runs there (sshd's working directory)
-    answer = StageAnswer.from_dict(node.connection.tool("stage", stdin_text=request.to_json()).last_json())
+    answer = StageAnswer.from_dict(remote.tool("stage", stdin_text=request.to_json()).last_json())
     return answer.state.reconciled(answer.alive)
 
 
-def apply_plan(plan: JobPlan, *, progress_bar: ProgressBar = no_progress, say: Say = print) -> SubmitResult:
-    """Upload, stage and start the planned job on its host(s); returns once it started (or was refused)."""
+def apply_plan(
+    plan: JobPlan, fleet: Fleet, *, progress_bar: ProgressBar = no_progress, say: Say = print
+) -> SubmitResult:
+    """Upload, stage and start the planned job on its host(s), over the fleet's connections; returns once it
+    started (or was refused)."""
     single = len(plan.nodes) == 1
     clock = Clock()
+    inventory = list(fleet.targets.values())
     for node in plan.nodes:  # a Hub model another host holds is copied from there, not downloaded again
         if not node.env.get("HF_HUB_OFFLINE") and from_peers(
-            plan.model, node.connection, node.record, plan.peers, say
+            plan.model, fleet.remote(node.host), node.record, inventory, say
         ):
             node.env["HF_HUB_OFFLINE"] = "1"
     clock.lap("model from a peer")
-    reports = [upload(node, progress_bar, say) for node in plan.nodes]
+    reports = [upload(node, fleet.remote(node.host), progress_bar, say) for node in plan.nodes]
     clock.lap("upload")
-    states = [run_stage(node, stage_request(plan, node, launch=single)) for node in plan.nodes]
+    states = [run_stage(fleet.remote(n.host), stage_request(plan, n, launch=single)) for n in plan.nodes]
     clock.lap("stage and launch")
     if not single:
         states = [
-            run_stage(n, StageRequest(n.job.root, launch=launch_options(plan, n)))
+            run_stage(fleet.remote(n.host), StageRequest(n.job.root, launch=launch_options(plan, n)))
             for n in plan.nodes
         ]
         refused = [(n.host, s) for n, s in zip(plan.nodes, states, strict=True) if s.state.is_finished()]
         if refused:
             for node in plan.nodes:  # a lone rank would wait for its peer until torchrun's timeout
-                node.connection.tool("launcher", ["cancel", node.job.root], check=False)
+                fleet.remote(node.host).tool("launcher", ["cancel", node.job.root], check=False)
             why = "; ".join(f"{name}: {s.summary()}" for name, s in refused)
             raise RadeonlabError(f"{plan.job_id}: a node did not start, every node cancelled: {why}")
     rank0 = plan.rank0

@@ -33,7 +33,7 @@ from typing import Any, BinaryIO
 
 from huggingface_hub import constants
 
-from radeonlab.jobs.host import models
+from radeonlab.jobs.host import modelcache, models
 
 BLOCK = 1 << 20
 BLOB = re.compile(r"^[0-9a-f]{40}$|^[0-9a-f]{64}$")  # git sha1 or sha256: never a path
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "send":
             send(cache, args.model, sys.stdin.buffer, sys.stdout.buffer)
         else:
-            if not models.COMMIT.match(args.sha):
+            if not modelcache.COMMIT.match(args.sha):
                 raise models.PullError("bad_input", f"{args.sha}: not a commit sha")
             out(receive(cache, args.model, args.sha, args.ref, sys.stdin.buffer))
     except models.PullError as exc:

@@ -3,7 +3,8 @@
 Runs on the workstation with the TRAINING VENV's python (it imports huggingface_hub, installed there with
 transformers; the other jobs/host modules run on the system python3 and import only the stdlib). It uses
 the Hub client's own settings from its environment: the cache (HF_HUB_CACHE, else $HF_HOME/hub), the
-endpoint (HF_ENDPOINT) and the token (HF_TOKEN). Shipped as this one file; it imports nothing of radeonlab.
+endpoint (HF_ENDPOINT) and the token (HF_TOKEN). Of radeonlab it imports only the cache's layout
+(modelcache.py, stdlib, which the probe reads too).
 
     python models.py pull MODEL [--revision R] [--ref REF] [--all-files]
                                                                JSON lines: start, file, progress, done | error
@@ -31,7 +32,6 @@ import errno
 import fnmatch
 import json
 import os
-import re
 import shutil
 import sys
 import threading
@@ -54,6 +54,8 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.utils import disable_progress_bars
 
+from radeonlab.jobs.host.modelcache import MANIFEST_DIR, completeness, manifest, resolve_sha, storage
+
 DEFAULTS: dict[str, Any] = {
     "workers": 4,  # files downloaded at once
     "progress_s": 2.0,  # seconds between progress lines
@@ -69,8 +71,6 @@ NOT_TRANSFORMERS = ("original/*", "*.gguf", "*.onnx", "*.msgpack", "*.h5", "*.tf
 # them): the same weights in PyTorch pickles are skipped.
 PICKLED_WEIGHTS = ("*.bin", "*.pt", "*.pth", "*.ckpt")
 EXIT = {"ok": 0, "incomplete": 1, "bad_input": 2, "disk_full": 3, "hub": 4}
-MANIFEST_DIR = ".radeonlab"
-COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
 class PullError(Exception):
@@ -88,11 +88,6 @@ def emit(event: str, **fields: Any) -> None:
     """One JSON line on stdout (the laptop reads them as progress)."""
     with _PRINT_LOCK:
         print(json.dumps({"event": event, **fields}), flush=True)
-
-
-def storage(cache: Path, repo_id: str) -> Path:
-    """The client's folder for a model repo in the cache (file_download.repo_folder_name)."""
-    return cache / ("models--" + repo_id.replace("/", "--"))
 
 
 def wanted(paths: list[str], all_files: bool) -> list[str]:
@@ -267,35 +262,6 @@ def now() -> str:
 
 def iso(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def resolve_sha(folder: Path, revision: str) -> str | None:
-    if COMMIT.match(revision):
-        return revision
-    ref = folder / "refs" / revision
-    return ref.read_text().strip() if ref.is_file() else None
-
-
-def manifest(folder: Path, sha: str) -> dict[str, Any] | None:
-    path = folder / MANIFEST_DIR / f"{sha}.json"
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
-def completeness(cache: Path, repo_id: str, revision: str) -> dict[str, Any]:
-    """Is every file a pull recorded for this revision in its snapshot, at the recorded size?"""
-    folder = storage(cache, repo_id)
-    sha = resolve_sha(folder, revision)
-    record = manifest(folder, sha) if sha else None
-    out: dict[str, Any] = {"repo": repo_id, "revision": revision, "sha": sha}
-    if record is None:
-        return out | {"complete": False, "reason": "not pulled into this cache (no manifest)", "missing": []}
-    snapshot = folder / "snapshots" / str(sha)
-    missing = [
-        f["path"]
-        for f in record["files"]
-        if not (snapshot / f["path"]).is_file() or (snapshot / f["path"]).stat().st_size != f["size"]
-    ]
-    return out | {"complete": not missing, "missing": missing}
 
 
 def listing(cache: Path) -> list[dict[str, Any]]:

@@ -1,15 +1,20 @@
 """What a workstation says about itself, in one round trip: its host record, GPU readings, and its jobs.
 
     python3 -m radeonlab.jobs.host.probe [--record PATH] [--jobs none|summary|full] [--ids ID,ID] [--path P]
+                                         [--blob SHA256] [--model REPO@REVISION]
 
 Prints one JSON object: {"record": <host.json object> | null, "record_error": "...", "gpus": [readings],
-"jobs": [...], "paths": {P: {"kind": "folder"|"file"|"missing"|"other", "names": [...], "error": "..."}}}.
+"jobs": [...], "paths": {P: {"kind": "folder"|"file"|"missing"|"other", "names": [...], "error": "..."}},
+"blobs": [SHA256 held], "models": {"REPO@REVISION": {"complete": bool, "reason": "..."}}}.
 `--path` (repeatable) asks about folders a spec names on this host (a model folder at /data/...): what is
 there, and the names of a folder's files (not its subfolders; the laptop decides whether it is a model).
 `summary` jobs carry what fleet and placement need (id, state, alive, gpus, created_at, name,
 rank); `full` adds the whole job.json, the last logged step and loss of its trainer log and how long it has
-run (for `radeonlab list` and the job handle). Used by `radeonlab fleet`, placement, `list` and the job
-handle; the one place the laptop's view of a host comes from. Stdlib only.
+run (for `radeonlab list` and the job handle). `--blob` (repeatable) asks which of a job's uploads the host's
+content store holds (receive.py's own check); `--model` (repeatable) whether the host's Hub model cache
+holds that revision whole (modelcache.py), so a submit's plan needs nothing else from the host. Used by
+`radeonlab fleet`, placement, `list` and the job handle; the one place the laptop's view of a host comes
+from. Stdlib only.
 """
 
 from __future__ import annotations
@@ -21,12 +26,14 @@ import os
 import sys
 from dataclasses import asdict
 from datetime import datetime, timezone
+from pathlib import Path
 
-from radeonlab.contract.jobdir import FILES, scan
+from radeonlab.contract.jobdir import FILES, blobs_dir, scan
 from radeonlab.contract.records import HOST_RECORD_PATH
 from radeonlab.contract.state import JobState
-from radeonlab.jobs.host import metrics
+from radeonlab.jobs.host import metrics, modelcache
 from radeonlab.jobs.host.readings import read_local_gpus
+from radeonlab.jobs.host.receive import Store
 
 # The end of trainer_log.jsonl read for the latest step: a line is a few hundred bytes, so this holds the
 # last several (the first line read may be cut; it is skipped).
@@ -111,8 +118,32 @@ def path_answer(path: str) -> dict:
     return {"kind": "folder", "names": names[:MAX_NAMES]}
 
 
+def blobs_held(record: dict, digests: list) -> list:
+    """Which of these contents the host's store holds (as the upload's first exchange answers)."""
+    if not digests or not record.get("jobs_dir"):
+        return []
+    store = Store(blobs_dir(record["jobs_dir"]))
+    held = [d for d in digests if store.has(d)]
+    store.save()
+    return held
+
+
+def model_answer(record: dict, repo: str, revision: str) -> dict:
+    """Whether the host's shared model cache holds this revision whole, and why not."""
+    cache = record.get("model_cache")
+    found = modelcache.completeness(Path(cache) if cache else modelcache.default_cache(), repo, revision)
+    complete = bool(found["complete"])
+    return {"complete": complete, "reason": found.get("reason") or ("" if complete else "incomplete")}
+
+
 def probe(
-    record_path: str, jobs: str, ids: list[str] | None, sysfs_root: str = "/sys", paths: list | None = None
+    record_path: str,
+    jobs: str,
+    ids: list[str] | None,
+    sysfs_root: str = "/sys",
+    paths: list | None = None,
+    blobs: list | None = None,
+    models: list | None = None,
 ) -> dict:
     record, problem = read_record(record_path)
     gpus = read_local_gpus(sysfs_root, (record or {}).get("gpus") or [])  # amd-smi when installed
@@ -125,6 +156,13 @@ def probe(
             out["jobs_error"] = f"{type(e).__name__}: {e}"
     if paths:
         out["paths"] = {p: path_answer(p) for p in paths}
+    try:
+        if blobs is not None:
+            out["blobs"] = blobs_held(record or {}, blobs)
+        if models:
+            out["models"] = {m: model_answer(record or {}, *m.rsplit("@", 1)) for m in models}
+    except (OSError, ValueError) as e:  # unreadable store or cache: the laptop asks again when it uploads
+        out["cache_error"] = f"{type(e).__name__}: {e}"
     return out
 
 
@@ -134,9 +172,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", choices=("none", "summary", "full"), default="summary")
     parser.add_argument("--ids", help="comma-separated job ids (default: every job)")
     parser.add_argument("--path", action="append", default=[], help="a folder to look at (repeatable)")
+    parser.add_argument("--blob", action="append", default=None, help="a content's sha256 (repeatable)")
+    parser.add_argument(
+        "--model", action="append", default=[], help="REPO@REVISION: in the model cache, whole?"
+    )
     args = parser.parse_args(argv)
     ids = [i for i in (args.ids or "").split(",") if i] or None
-    print(json.dumps(probe(args.record, args.jobs, ids, paths=args.path)))
+    print(json.dumps(probe(args.record, args.jobs, ids, paths=args.path, blobs=args.blob, models=args.model)))
     return 0
 
 

@@ -1,9 +1,9 @@
 """Where a job runs when `submit` is not told: every host judged against what the job asks, the best chosen.
 
-Pure logic (`asks_of`, `judge`, `choose`) over what one probe learns from each host (jobs/fleet/probe.py:
-the same parallel, one-round-trip-per-host read as `radeonlab fleet`). A host is accepted when it is in the
-placement's host group, reachable, provisioned (host record present, current schema, cards unchanged) and
-its card meets what the job asks:
+Pure logic (`asks_of`, `judge`, `choose`) over what one probe learned of each host (jobs/fleet/view.py
+HostView, from the command's one probe per host: jobs/fleet/observe.py); the plan reads the same views. A
+host is accepted when it is in the placement's host group, reachable, provisioned (host record present,
+current schema, cards unchanged) and its card meets what the job asks:
 
 - the spec's `radeonlab.placement`: gfx family (`gfx110x`, `gfx120x`, `gfx11`, an exact `gfx1100`, or a
   family name such as `RDNA3`) and `min_vram_gb` (decimal GB, as cards are sold: a "24 GB" RX 7900 XTX
@@ -26,7 +26,7 @@ from typing import Any
 from radeonlab.contract.records import GB, GIB, GpuRecord, HostRecord
 from radeonlab.errors import PlacementError, RenderError
 from radeonlab.jobs.fleet.inventory import HostTarget
-from radeonlab.jobs.fleet.probe import CPU_SLOT, FLEET_DEFAULTS, HostView, probe_hosts
+from radeonlab.jobs.fleet.view import CPU_SLOT, HostView
 from radeonlab.jobs.plan.estimate import EstimateError, estimate, fits
 from radeonlab.jobs.plan.render import PRECISION_KEYS, choose_precision
 from radeonlab.jobs.plan.wishes import CardWishes
@@ -78,6 +78,11 @@ class Decision:
 
     def rank_key(self) -> tuple[bool, int, int, str]:
         return (not self.has_card, self.queue, -self.free_memory, self.host)
+
+
+def in_group(target: HostTarget, group: str | None) -> bool:
+    """Whether placement may consider this host (the placement's host group, or its own name)."""
+    return not group or group in (*target.groups, target.name)
 
 
 def gfx_matches(wanted: str, gpu: GpuRecord) -> bool:
@@ -143,7 +148,7 @@ def free_memory(view: HostView, card: GpuRecord) -> int:
 def judge(view: HostView, target: HostTarget, asks: Asks) -> Decision:
     """Accept or reject one host, with the reason."""
     name = view.name
-    if asks.host_group and asks.host_group not in target.groups and asks.host_group != name:
+    if not in_group(target, asks.host_group):
         return Decision(name, False, f"not in host group {asks.host_group}")
     if not view.reachable:
         return Decision(name, False, f"unreachable ({view.error})")
@@ -199,19 +204,14 @@ def choose(
     return [d.host for d in accepted[:count]], decisions
 
 
-def place(
+def say_decisions(
+    views: Sequence[HostView],
     targets: Mapping[str, HostTarget],
     asks: Asks,
-    count: int = 1,
+    count: int,
     say: Callable[[str], None] = print,
-    timeout: float = FLEET_DEFAULTS["timeout_s"],
-) -> tuple[list[HostTarget], list[Decision]]:
-    """Probe, judge, print one line per host and the choice; the chosen targets (best first) and why.
-
-    Hosts outside the placement's host group are judged without being contacted."""
-    in_group = [t for t in targets.values() if not asks.host_group or asks.host_group in (*t.groups, t.name)]
-    probed = {v.name: v for v in probe_hosts(in_group, timeout)}
-    views = [probed.get(n) or HostView(n) for n in targets]
+) -> tuple[list[str], list[Decision]]:
+    """`choose`, saying one line per host and the choice (also when none fits: then PlacementError)."""
     try:
         chosen, decisions = choose(views, targets, asks, count)
     except PlacementError as exc:
@@ -221,4 +221,4 @@ def place(
     for d in decisions:
         say(f"placement: {d.line()}")
     say(f"placement: chose {', '.join(chosen)} ({RULE})")
-    return [targets[n] for n in chosen], decisions
+    return chosen, decisions

@@ -1,21 +1,25 @@
-"""Plan, then apply: `plan_job` decides everything a job will be, and sends nothing.
+"""Plan, then apply: `plan_job` decides everything a job will be, from values, and sends nothing.
 
-One function turns a spec into a typed JobPlan: the spec and its checks (refused before anything is sent),
-the host(s) and why (named, or placement), each host's record (provisioned? which card?), the rendered config
-and every key radeonlab changed, the VRAM estimate, the files to upload and how many bytes the hosts still
-need (content-addressed), the queue position, the environment and the job record. A single-node job is a
-plan of one NodePlan; multi-node is rank arithmetic over the same plan (jobs/plan/nodes.py), not a second
-flow. `submit --dry-run` prints it; `apply_plan` (jobs/apply/submit.py) carries it out over the connections
-the plan opened, so nothing is asked twice.
+Observe, plan, apply. Observing is the laptop's own inputs (jobs/plan/inputs.py: the checked spec, the
+model, the uploads hashed, the environment) and one probe of each host the job may use (jobs/fleet/observe.py,
+over the connections of the command's Fleet, jobs/fleet/context.py): each host's record, GPUs, queue, the
+spec's folders there, the uploads its store holds and whether its model cache holds the model. `plan_job`
+turns those values into a typed JobPlan: the host(s) and why (named, or placement over the same views), each
+host's record, the rendered config and every key radeonlab changed, the VRAM estimate, the files to upload
+and how many bytes the hosts still need (content-addressed), the queue position, the environment and the job
+record. It opens no connection (unit-tested without hosts) and the plan holds none: `dataclasses.asdict`
+walks it; the secret values are a `Secrets` kept apart from its fields (`secrets()`), never serialised. A
+single-node job is a plan of one NodePlan; multi-node is rank arithmetic over the same plan
+(jobs/plan/nodes.py), not a second flow. `submit --dry-run` prints it; `apply_plan` (jobs/apply/submit.py)
+carries it out over the Fleet's connections.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
+import dataclasses
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import InitVar, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,29 +29,33 @@ from radeonlab.contract.jobid import new_job_id
 from radeonlab.contract.parts import CodeDigest, ModelRef, Nodes
 from radeonlab.contract.records import Attempt, GpuRecord, HostRecord, JobRecord
 from radeonlab.contract.remedy import Remedy
-from radeonlab.errors import ChecksFailedError, InputError, InventoryError, ModelError, PlacementError, shown
+from radeonlab.errors import ChecksFailedError, InputError, ModelError, PlacementError
 from radeonlab.jobs.apply import secrets
-from radeonlab.jobs.fleet.inventory import HostTarget, get_host, load_inventory
-from radeonlab.jobs.fleet.probe import CPU_SLOT, HostView, read_host, require_record
+from radeonlab.jobs.fleet.inventory import HostTarget, get_host
+from radeonlab.jobs.fleet.view import CPU_SLOT, HostView, require_record
 from radeonlab.jobs.host.remedies import STEP_KEYS
 from radeonlab.jobs.plan import model as model_module
 from radeonlab.jobs.plan import nodes as nodes_module
 from radeonlab.jobs.plan import preflight
-from radeonlab.jobs.plan.placement import Asks, asks_of, card_problems, estimate_train, free_memory, place
+from radeonlab.jobs.plan.inputs import JobInputs, model_revision
+from radeonlab.jobs.plan.placement import (
+    Asks,
+    card_problems,
+    estimate_train,
+    free_memory,
+    say_decisions,
+)
 from radeonlab.jobs.plan.render import Rendered, render
-from radeonlab.jobs.plan.uploads import Upload, local_dataset_info, uploads_of
+from radeonlab.jobs.plan.uploads import Upload
 from radeonlab.jobs.spec import files as config_files
-from radeonlab.jobs.spec import hub, kinds, lf_args
+from radeonlab.jobs.spec import lf_args
 from radeonlab.jobs.spec import needs as needs_module
 from radeonlab.jobs.spec import paths as spec_paths
-from radeonlab.jobs.spec.checks import check_spec
-from radeonlab.jobs.spec.load import Spec, load, with_overrides
-from radeonlab.jobs.spec.problems import ERROR, Problem, name_overrides
-from radeonlab.jobs.ssh import hostcode
-from radeonlab.jobs.ssh.connection import Remote, connect
-from radeonlab.jobs.ssh.transfer import blobs_present
+from radeonlab.jobs.spec.load import Spec
+from radeonlab.jobs.spec.problems import Problem
 
 Say = Callable[[str], None]
+SECRET_SHOWN = "(secret: sent in env.secret only)"  # where the plan's copy of the spec held a secret
 
 
 @dataclass
@@ -55,9 +63,8 @@ class NodePlan:
     """One host's part of a job."""
 
     rank: int
-    target: HostTarget
+    host: str
     address: str
-    view: HostView
     record: HostRecord
     gpus: list[GpuRecord]
     job: JobDir
@@ -70,18 +77,6 @@ class NodePlan:
     present: set[str] | None = None  # contents the host already holds (None: not asked)
     after: list[str] = field(default_factory=list)  # this sweep's earlier jobs on the same GPU (run first)
     nodes: Nodes | None = None  # job.json `nodes` of a multi-node job
-    remote: Remote | None = field(default=None, repr=False)
-
-    @property
-    def host(self) -> str:
-        return self.target.name
-
-    @property
-    def connection(self) -> Remote:
-        """The open connection to this node's host (a plan being applied has one for every node)."""
-        if self.remote is None:
-            raise RuntimeError(f"{self.host}: the plan holds no connection to this host")
-        return self.remote
 
     @property
     def bytes_to_send(self) -> int | None:
@@ -93,7 +88,8 @@ class NodePlan:
 
 @dataclass
 class JobPlan:
-    """Everything a job will be, decided; nothing sent yet. Holds the connections it opened (close it)."""
+    """Everything a job will be, decided; nothing sent yet. A value: no connection, no secret value among
+    its fields (`secret_values` is taken apart, see `secrets()`), so `dataclasses.asdict` serialises it."""
 
     job_id: str
     spec: Spec
@@ -102,18 +98,22 @@ class JobPlan:
     nodes: list[NodePlan]
     problems: list[Problem]  # warnings and notes of the checks (errors refused the plan)
     secret_names: list[str]
+    code: CodeDigest  # job.json `code`: the host code every node runs
     allow_shared: bool = False
     placement: list[str] = field(default_factory=list)  # the lines placement printed
     timings: dict[str, float] = field(default_factory=dict)  # seconds per planning phase (submit --verbose)
-    peers: list[HostTarget] = field(default_factory=list, repr=False)  # hosts a Hub model may be copied from
-    _secrets: dict[str, str] = field(default_factory=dict, repr=False)
+    secret_values: InitVar[secrets.Secrets | None] = None
+
+    def __post_init__(self, secret_values: secrets.Secrets | None) -> None:
+        self._secrets = secret_values or secrets.Secrets()  # an attribute, not a field: asdict skips it
 
     @property
     def rank0(self) -> NodePlan:
         return self.nodes[0]
 
     def secrets(self) -> dict[str, str]:
-        return dict(self._secrets)
+        """The values for env.secret (the stage request's stdin, nothing else)."""
+        return self._secrets.values()
 
     def job_record(self, node: NodePlan) -> JobRecord:
         """job.json of one node (what the host-side launcher and supervisor read)."""
@@ -135,22 +135,12 @@ class JobPlan:
             overrides=dict(self.spec.overrides),
             model=ModelRef.from_dict(self.model.record()),
             nodes=node.nodes,
-            code=CodeDigest(hostcode.digest(), hostcode.file_digests()),
+            code=self.code,
         )
 
-    def close(self) -> None:
-        for node in self.nodes:
-            if node.remote is not None:
-                node.remote.close()
-
-    def __enter__(self) -> JobPlan:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def to_dict(self) -> dict[str, Any]:
-        """The plan for scripts (`submit --dry-run --json`): no secret values, no connections."""
+        """The plan for scripts (`submit --dry-run --json`), in the shape that command has always printed
+        (`dataclasses.asdict(plan)` is the whole value); no secret value either way."""
         return {
             "id": self.job_id,
             "spec": str(self.spec.path),
@@ -184,12 +174,7 @@ class JobPlan:
                         for u in n.uploads
                     ],
                     "bytes_to_send": n.bytes_to_send,
-                    "estimate": {
-                        "fits": n.preflight.fits,
-                        "message": n.preflight.message,
-                        "peak": n.preflight.peak,
-                        "free": n.preflight.free,
-                    },
+                    "estimate": dataclasses.asdict(n.preflight),  # fits, message, peak, free
                     "queue": n.queue,
                     "after": n.after,
                     "env": n.env,
@@ -210,21 +195,6 @@ class Clock:
         now = time.monotonic()
         self.laps[name] = round(self.laps.get(name, 0.0) + now - self._t, 4)
         self._t = now
-
-
-def load_checked(spec_path: str | Path, overrides: Sequence[str] = ()) -> tuple[Spec, list[Problem]]:
-    """The spec (with `key=value` overrides) and its findings; ChecksFailedError when any is an error
-    (an export config is one: it is `radeonlab export`'s)."""
-    spec = with_overrides(load(spec_path), list(overrides))
-    problems = check_spec(spec) + name_overrides(kinds.export_problems(spec, submitting=True), spec.overrides)
-    errors = [p for p in problems if p.severity == ERROR]
-    if errors:
-        raise ChecksFailedError(
-            f"{shown(spec_path)}: {len(errors)} error(s) (see `radeonlab check {shown(spec_path)}`); "
-            "nothing uploaded",
-            problems,
-        )
-    return spec, problems
 
 
 def limit_problem(spec: Spec, record: HostRecord) -> str | None:
@@ -249,23 +219,21 @@ def host_problems(spec: Spec, record: HostRecord) -> list[Problem]:
     return needs_module.missing(needs_module.needs(spec), record.packages)
 
 
-def cached_model_env(remote: Remote, record: HostRecord, model: model_module.ModelInfo) -> dict[str, str]:
-    """The job's Hub environment on this host: the shared model cache, and HF_HUB_OFFLINE=1 when the cache
-    already holds the whole revision (the job then needs no Hub). With the Hub unreachable from the laptop,
-    a host whose cache lacks the model is refused."""
+def cached_model_env(view: HostView, record: HostRecord, model: model_module.ModelInfo) -> dict[str, str]:
+    """The job's Hub environment on this host: the shared model cache, and HF_HUB_OFFLINE=1 when the probe
+    found the whole revision in it (the job then needs no Hub). With the Hub unreachable from the laptop, a
+    host whose cache lacks the model is refused."""
     env = {"HF_HUB_CACHE": record.model_cache} if record.model_cache else {}
-    if not model.hub:
+    revision = model_revision(model)
+    if revision is None:
         return env
-    revision = model.sha or model.revision or "main"
-    result = remote.tool(
-        "models", ["complete", model.name, revision], python=f"{record.venv}/bin/python", env=env, check=False
-    )
-    if result.exit_code == 0 and result.last_json().get("complete"):
+    cached = view.models.get(revision)
+    if cached is not None and cached.complete:
         return {**env, "HF_HUB_OFFLINE": "1"}
     if model.offline:
         raise ModelError(
             f"{model.name}: the Hub is unreachable from this laptop and {record.host}'s model cache does "
-            f"not hold it ({result.last_json().get('reason') or 'incomplete'}); pull it first when the Hub "
+            f"not hold it ({(cached.reason if cached else '') or 'incomplete'}); pull it first when the Hub "
             "is back: "
             f"radeonlab models pull {model.name} --limit {record.host}"
         )
@@ -273,9 +241,15 @@ def cached_model_env(remote: Remote, record: HostRecord, model: model_module.Mod
 
 
 def choose_targets(
-    targets: dict[str, HostTarget], wanted: str | None, spec: Spec, asks: Asks, count: int, say: Say
+    targets: Mapping[str, HostTarget],
+    wanted: str | None,
+    asks: Asks,
+    count: int,
+    views: Mapping[str, HostView],
+    say: Say,
 ) -> tuple[list[HostTarget], list[str], list[str]]:
-    """(targets, why each, placement's lines): named with --host / the spec, else placement's best."""
+    """(targets, why each, placement's lines): named with --host / the spec, else placement's best over
+    the views (a host in the inventory that was not probed is judged as not reachable)."""
     if wanted:
         chosen = nodes_module.pick_named(targets, wanted, count) if count > 1 else [get_host(targets, wanted)]
         return chosen, ["named with --host or radeonlab.host"] * len(chosen), []
@@ -285,162 +259,153 @@ def choose_targets(
         lines.append(line)
         say(line)
 
-    chosen, decisions = place(targets, asks, count, say=tell)
+    in_order = [views.get(n) or HostView(n, reachable=False, error="not probed") for n in targets]
+    names, decisions = say_decisions(in_order, targets, asks, count, tell)
     why = {d.host: d.reason for d in decisions}
-    return chosen, [f"placement: {why[t.name]}" for t in chosen], lines
+    return [targets[n] for n in names], [f"placement: {why[n]}" for n in names], lines
+
+
+def host_refusal(spec: Spec, asks: Asks, record: HostRecord) -> None:
+    """Refuse, in one line, a chosen host whose cards, limits or venv cannot run this spec."""
+    problems_here = card_problems(asks, record.training_gpus())
+    if problems_here:
+        raise PlacementError(f"{record.host}: {'; '.join(problems_here)}")
+    limits_problem = limit_problem(spec, record)
+    if limits_problem:
+        raise InputError(limits_problem)
+    lacking = host_problems(spec, record)
+    if lacking:
+        raise ChecksFailedError(
+            f"{record.host} lacks what {spec.path.name} needs: {lacking[0].message}; "
+            f"fix: {lacking[0].fix}; nothing uploaded",
+            lacking,
+        )
 
 
 def plan_job(
-    spec_path: str | Path,
-    inventory: str | Path,
+    job: JobInputs,
+    views: Mapping[str, HostView],
+    targets: Mapping[str, HostTarget],
     *,
+    inventory: str | Path = "",
     host: str | None = None,
     nodes: int | None = None,
-    overrides: Sequence[str] = (),
     strict: bool = False,
     allow_shared: bool = False,
-    ask_blobs: bool = True,
-    environ: dict[str, str] | None = None,
     job_id: str | None = None,
     say: Say = print,
-    targets: dict[str, HostTarget] | None = None,
 ) -> JobPlan:
-    """Decide the job (see the module docstring). The returned plan holds open connections: close it.
-    `targets`: the inventory's hosts when the caller has loaded them already (a load is a Python start-up in
-    a child process, about 0.5 s: one per command)."""
+    """Decide the job (see the module docstring) from the laptop's inputs and each probed host's view
+    (`views` by host name; `inventory`: named in a not-provisioned host's fix). Pure: asks no host."""
     clock = Clock()
-    spec, problems = load_checked(spec_path, overrides)
-    clock.lap("checks")
-    targets = load_inventory(inventory) if targets is None else targets
-    clock.lap("inventory")
-    if not targets:
-        raise InventoryError(f"{inventory}: the inventory has no hosts")
-    count = nodes or spec.radeonlab.nodes
-    env_in = os.environ if environ is None else environ
-    model = model_module.resolve(spec, model_module.endpoint_of(targets, env_in), env_in)
-    clock.lap("model")
-    asks = asks_of(spec, model.config, model.note)
-    chosen, placed, lines = choose_targets(targets, host or spec.radeonlab.host, spec, asks, count, say)
+    spec, model, asks = job.spec, job.model, job.asks
+    count = job.count(nodes)
+    chosen, placed, lines = choose_targets(targets, job.wanted(host), asks, count, views, say)
     clock.lap("placement")
-    info = local_dataset_info(spec) or {}
-    uploads = uploads_of(spec, model, info)
-    clock.lap("hashing")
-    plain, secret = secrets.job_env(spec.radeonlab.env, spec.radeonlab.forward_env, env_in)
+    secret = job.secrets.values()
     secret.update(secrets.notify_secret(spec.radeonlab.notify, chosen[0].data))  # rank 0 notifies
-    token = hub.laptop_token(env_in)
-    if model.hub and token.value and "HF_TOKEN" not in secret:  # the client's login file: same channel
-        secret["HF_TOKEN"] = token.value
-    if model.endpoint:
-        plain.setdefault("HF_ENDPOINT", model.endpoint)
-    job_id = job_id or new_job_id(Path(spec_path).stem)  # given: one job planned on several hosts (Slurm)
+    job_id = job_id or new_job_id(spec.path.stem)  # given: one job planned on several hosts (Slurm)
     plan = JobPlan(
         job_id,
-        spec,
+        public_spec(spec, job.env),
         datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         model,
         [],
-        problems,
+        job.problems,
         sorted(secret),
+        job.code,
         allow_shared=allow_shared,
         placement=lines,
-        peers=list(targets.values()),
-        _secrets=secret,  # by name: a field added before it (timings) must not swallow the secrets
+        secret_values=secrets.Secrets(secret),
     )
-    with contextlib.ExitStack() as opened:  # on any refusal below, every connection opened so far closes
-        remotes = [opened.enter_context(connect(t)) for t in chosen]
-        clock.lap("connect")
-        views = [read_host(r, paths=spec_paths.host_values(spec)) for r in remotes]  # one round trip
-        clock.lap("host record")
-        records = [require_record(v, str(inventory)) for v in views]
-        spec_paths.refuse_missing(spec, views, say)  # the spec's workstation folders must be there
-        for record in records:
-            problems_here = card_problems(asks, record.training_gpus())
-            if problems_here:
-                raise PlacementError(f"{record.host}: {'; '.join(problems_here)}")
-            limits_problem = limit_problem(spec, record)
-            if limits_problem:
-                raise InputError(limits_problem)
-            lacking = host_problems(spec, record)
-            if lacking:
-                raise ChecksFailedError(
-                    f"{record.host} lacks what {spec.path.name} needs: {lacking[0].message}; "
-                    f"fix: {lacking[0].fix}; nothing uploaded",
-                    lacking,
-                )
-        extra: dict[str, tuple[Any, str]] = {}
-        spec_used, common_note = spec, None
-        ranks = nodes_module.plan_nodes(chosen)
-        port = nodes_module.master_port(chosen[0])
+    chosen_views = [views[t.name] for t in chosen]
+    records = [require_record(v, str(inventory)) for v in chosen_views]
+    spec_paths.refuse_missing(spec, chosen_views, say)  # the spec's workstation folders must be there
+    for record in records:
+        host_refusal(spec, asks, record)
+    extra: dict[str, tuple[Any, str]] = {}
+    spec_used, common_note = spec, None
+    ranks = nodes_module.plan_nodes(chosen)
+    port = nodes_module.master_port(chosen[0])
+    if count > 1:
+        extra = nodes_module.shared_keys(records)
+        spec_used, common_note = nodes_module.common_spec(spec, records)
+    for node, target, view, record, why in zip(ranks, chosen, chosen_views, records, placed, strict=True):
+        gpus = record.training_gpus()
+        folder = record.job_dir(job_id)
+        rendered = render(
+            spec_used,
+            record,
+            folder,
+            gpus=gpus,
+            model_local=model.local_dir is not None,
+            base_dataset_info=job.dataset_info,
+            extra={**(model_keys(model)), **extra, **file_keys(spec, folder)},
+        )
+        if common_note:
+            rendered.notes.insert(0, common_note)
+        free = free_memory(view, gpus[0]) if gpus else None
+        sized = estimate_train(spec_used.train, record, gpus)  # the card's precision (see there)
+        check = preflight.check(model.config, {**rendered.config, **sized}, free, model.note)
+        preflight.enforce(check, strict, record.host)
+        env = {**job.env, **cached_model_env(view, record, model)}
+        if model.offline:  # cached_model_env refused a host whose cache lacks it: this one has it
+            say(model_module.offline_note(model, record.host))
+        block: Nodes | None = None
         if count > 1:
-            extra = nodes_module.shared_keys(records)
-            spec_used, common_note = nodes_module.common_spec(spec, records)
-        for node, target, remote, view, record, why in zip(
-            ranks, chosen, remotes, views, records, placed, strict=True
-        ):
-            gpus = record.training_gpus()
-            job = record.job_dir(job_id)
-            extra_here = {
-                **(
-                    {"model_revision": (model.sha, "the exact commit the revision resolved to")}
-                    if model.sha
-                    else {}
-                ),
-                **extra,
-                **{
-                    k: (v, "uploaded with the job")
-                    for k, v in config_files.host_values(spec, job.root).items()
-                },
-                **{
-                    k: (v, "kept inside the job's output/")
-                    for k, v in config_files.output_values(spec, job.output).items()
-                },
-            }
-            rendered = render(
-                spec_used,
+            env.update(nodes_module.node_env(node.rank, ranks, port, max(1, len(gpus)), target))
+            block = nodes_module.nodes_block(node.rank, ranks, port)
+        slot = str(gpus[0].index) if gpus else CPU_SLOT
+        plan.nodes.append(
+            NodePlan(
+                node.rank,
+                target.name,
+                node.address,
                 record,
-                job,
-                gpus=gpus,
-                model_local=model.local_dir is not None,
-                base_dataset_info=info,
-                extra=extra_here,
+                gpus,
+                folder,
+                rendered,
+                env,
+                job.uploads,
+                check,
+                view.queue().get(slot, 0),
+                why,
+                present=present_of(view, job.uploads),
+                nodes=block,
             )
-            if common_note:
-                rendered.notes.insert(0, common_note)
-            free = free_memory(view, gpus[0]) if gpus else None
-            sized = estimate_train(spec_used.train, record, gpus)  # the card's precision (see there)
-            check = preflight.check(model.config, {**rendered.config, **sized}, free, model.note)
-            preflight.enforce(check, strict, record.host)
-            env = {**plain, **cached_model_env(remote, record, model)}
-            if model.offline:  # cached_model_env refused a host whose cache lacks it: this one has it
-                say(model_module.offline_note(model, record.host))
-            block: Nodes | None = None
-            if count > 1:
-                env.update(nodes_module.node_env(node.rank, ranks, port, max(1, len(gpus)), target))
-                block = nodes_module.nodes_block(node.rank, ranks, port)
-            slot = str(gpus[0].index) if gpus else CPU_SLOT
-            plan.nodes.append(
-                NodePlan(
-                    node.rank,
-                    target,
-                    node.address,
-                    view,
-                    record,
-                    gpus,
-                    job,
-                    rendered,
-                    env,
-                    uploads,
-                    check,
-                    view.queue().get(slot, 0),
-                    why,
-                    nodes=block,
-                    remote=remote,
-                )
-            )
-        if ask_blobs:
-            for n in plan.nodes:
-                n.present = blobs_present(n.connection, [u.local for u in n.uploads], n.record.blobs_dir)
-        clock.lap("render, estimate, blobs")
-        plan.timings = clock.laps
-        opened.pop_all()
+        )
+    clock.lap("render, estimate")
+    plan.timings = {**job.timings, **clock.laps}
     return plan
+
+
+def public_spec(spec: Spec, plain: Mapping[str, str]) -> Spec:
+    """The spec as the plan keeps it: the block's secret env values and notification URLs (tokens inside)
+    left out; they are in the plan's Secrets, whose values never serialise."""
+    env = {k: v for k, v in spec.radeonlab.env.items() if plain.get(k) == v}
+    notify = None if spec.radeonlab.notify is None else [SECRET_SHOWN] * len(spec.radeonlab.notify)
+    return dataclasses.replace(spec, radeonlab=dataclasses.replace(spec.radeonlab, env=env, notify=notify))
+
+
+def model_keys(model: model_module.ModelInfo) -> dict[str, tuple[Any, str]]:
+    return {"model_revision": (model.sha, "the exact commit the revision resolved to")} if model.sha else {}
+
+
+def file_keys(spec: Spec, folder: JobDir) -> dict[str, tuple[Any, str]]:
+    """The config keys naming files the job folder holds: uploaded with it, or kept inside its output/."""
+    return {
+        **{k: (v, "uploaded with the job") for k, v in config_files.host_values(spec, folder.root).items()},
+        **{
+            k: (v, "kept inside the job's output/")
+            for k, v in config_files.output_values(spec, folder.output).items()
+        },
+    }
+
+
+def present_of(view: HostView, uploads: list[Upload]) -> set[str] | None:
+    """The uploads' contents the host's store holds, as its probe answered (None: not asked)."""
+    if not uploads:
+        return set()
+    if view.blobs is None:
+        return None
+    return {u.local.sha256 for u in uploads} & set(view.blobs)

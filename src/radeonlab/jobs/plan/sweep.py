@@ -2,9 +2,10 @@
 combination of values (the product of every --sweep), each a plain `key=value` override recorded in its
 job.json, and places them across the fleet.
 
-`parse_sweeps` and `combinations` are pure. `plan_sweep` plans every job before anything is sent (a value
-that fails the checks refuses the whole sweep): each job is an ordinary `plan_job` (jobs/plan/plan.py).
-Where no host is named, the hosts are probed once and each job is judged by placement's own rules
+All pure. Every job's inputs are made (a value that fails the checks refuses the whole sweep) and the hosts
+probed once for all of them (jobs/fleet/observe.py) before `plan_sweep` plans every job over those views:
+each job is an ordinary `plan_job` (jobs/plan/plan.py). Where no host is named, each job is judged by
+placement's own rules
 (jobs/plan/placement.py `judge`, with that job's overrides: a bigger batch may not fit where a smaller one
 does) and given the best host once the sweep's earlier jobs are counted in the queues (`spread`): two jobs
 on two free hosts run side by side, a third queues behind the first. A named host (or a multi-node job,
@@ -13,20 +14,17 @@ placed by plan_job) takes every job of the sweep; its GPU queue runs them one af
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import os
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from radeonlab.errors import InputError, PlacementError
-from radeonlab.jobs.fleet.inventory import load_inventory
-from radeonlab.jobs.fleet.probe import CPU_SLOT, HostView, probe_hosts
-from radeonlab.jobs.plan import model as model_module
-from radeonlab.jobs.plan.placement import RULE, Decision, asks_of, judge
-from radeonlab.jobs.plan.plan import JobPlan, NodePlan, load_checked, plan_job
-from radeonlab.jobs.spec.load import Spec
+from radeonlab.jobs.fleet.inventory import HostTarget
+from radeonlab.jobs.fleet.view import CPU_SLOT, HostView
+from radeonlab.jobs.plan.inputs import JobInputs
+from radeonlab.jobs.plan.placement import RULE, Decision, judge
+from radeonlab.jobs.plan.plan import JobPlan, NodePlan, plan_job
 
 SWEEP: dict[str, int] = {"max_jobs": 64}  # a typo in a product of --sweep lists must not flood the fleet
 Say = Callable[[str], None]
@@ -81,23 +79,12 @@ def spread(per_job: Sequence[Sequence[Decision]]) -> list[Decision]:
 
 
 def place_sweep(
-    specs: Sequence[Spec], inventory: str | Path, environ: dict[str, str]
+    jobs: Sequence[JobInputs], views: Mapping[str, HostView], targets: Mapping[str, HostTarget]
 ) -> tuple[list[Decision], list[int]]:
-    """The host of each job (the hosts probed once) and how many of the sweep's earlier jobs it holds."""
-    targets = load_inventory(inventory)
-    endpoint = model_module.endpoint_of(targets, environ)
-    models: dict[str, model_module.ModelInfo] = {}
-    per_job, groups = [], set()
-    for spec in specs:
-        name = str(spec.train.get("model_name_or_path") or "")
-        if name not in models:  # a sweep may vary the model too
-            models[name] = model_module.resolve(spec, endpoint, environ)
-        per_job.append(asks_of(spec, models[name].config, models[name].note))
-        groups.add(spec.radeonlab.placement.host_group)
-    in_group = [t for t in targets.values() if None in groups or groups & {*t.groups, t.name}]
-    probed = {v.name: v for v in probe_hosts(in_group)}
-    views = [probed.get(n) or HostView(n) for n in targets]
-    chosen = spread([[judge(v, targets[v.name], asks) for v in views] for asks in per_job])
+    """The host of each job (over the one probe of the hosts) and how many of the sweep's earlier jobs it
+    holds."""
+    in_order = [views.get(n) or HostView(n, reachable=False, error="not probed") for n in targets]
+    chosen = spread([[judge(v, targets[v.name], job.asks) for v in in_order] for job in jobs])
     before = [sum(1 for d in chosen[:i] if d.host == c.host) for i, c in enumerate(chosen)]
     return chosen, before
 
@@ -120,53 +107,34 @@ def queue_in_sweep(plans: Sequence[JobPlan]) -> None:
 
 
 def plan_sweep(
-    spec_path: str | Path,
-    inventory: str | Path,
-    sweeps: Sequence[str],
+    jobs: Sequence[JobInputs],
+    views: Mapping[str, HostView],
+    targets: Mapping[str, HostTarget],
     *,
-    overrides: Sequence[str] = (),
+    inventory: str | Path = "",
     host: str | None = None,
     nodes: int | None = None,
     strict: bool = False,
     allow_shared: bool = False,
-    ask_blobs: bool = True,
-    environ: dict[str, str] | None = None,
     say: Say = print,
 ) -> list[JobPlan]:
-    """One JobPlan per combination (see the module docstring); each holds its connections: close them."""
-    env = dict(os.environ if environ is None else environ)
-    jobs = [[*overrides, *combo] for combo in combinations(parse_sweeps(sweeps, overrides))]
-    specs = [load_checked(spec_path, combo)[0] for combo in jobs]  # every value checked before any host
-    named = host or specs[0].radeonlab.host
-    multi = (nodes or specs[0].radeonlab.nodes) > 1
+    """One JobPlan per combination (see the module docstring), from the jobs' inputs and the hosts' views."""
+    named = jobs[0].wanted(host)
+    multi = jobs[0].count(nodes) > 1
     placed: list[tuple[str | None, str]] = [(host, "")] * len(jobs)
     if not named and not multi:
-        chosen, before = place_sweep(specs, inventory, env)
+        chosen, before = place_sweep(jobs, views, targets)
         placed = [
             (d.host, f"sweep placement: {d.reason}" + (f", after {b} job(s) of this sweep" if b else ""))
             for d, b in zip(chosen, before, strict=True)
         ]
         say(f"placement: {len(jobs)} jobs over {', '.join(sorted({d.host for d in chosen}))} ({RULE})")
     plans: list[JobPlan] = []
-    with contextlib.ExitStack() as opened:
-        for combo, (where, why) in zip(jobs, placed, strict=True):
-            plan = opened.enter_context(
-                plan_job(
-                    spec_path,
-                    inventory,
-                    host=where,
-                    nodes=nodes,
-                    overrides=combo,
-                    strict=strict,
-                    allow_shared=allow_shared,
-                    ask_blobs=ask_blobs,
-                    environ=env,
-                    say=say,
-                )
-            )
-            if why:
-                plan.rank0.placed = why
-            plans.append(plan)
-        queue_in_sweep(plans)
-        opened.pop_all()
+    for job, (where, why) in zip(jobs, placed, strict=True):
+        plan = plan_job(job, views, targets, inventory=inventory, host=where, nodes=nodes, strict=strict,
+                        allow_shared=allow_shared, say=say)  # fmt: skip
+        if why:
+            plan.rank0.placed = why
+        plans.append(plan)
+    queue_in_sweep(plans)
     return plans

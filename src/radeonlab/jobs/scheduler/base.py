@@ -18,6 +18,7 @@ from radeonlab.contract.records import HostRecord, JobRecord, StateRecord
 
 if TYPE_CHECKING:
     from radeonlab.jobs.apply.submit import ProgressBar, SubmitResult
+    from radeonlab.jobs.fleet.context import Fleet
     from radeonlab.jobs.fleet.inventory import HostTarget
     from radeonlab.jobs.fleet.probe import HostView
     from radeonlab.jobs.plan.plan import JobPlan
@@ -47,15 +48,11 @@ class Overlaid:
 
 
 class Planned(Protocol):
-    """A job planned for one scheduler: the job's plan (what `submit --dry-run` prints), held open until
-    submitted (its SSH connections close on exit)."""
+    """A job planned for one scheduler: the job's plan (what `submit --dry-run` prints), a value (the
+    connections are the command's Fleet's)."""
 
     @property
     def plan(self) -> JobPlan: ...
-
-    def __enter__(self) -> Planned: ...
-
-    def __exit__(self, *exc: object) -> None: ...
 
 
 class OpenJob(Protocol):
@@ -88,7 +85,7 @@ class Scheduler(Protocol):
     def plan(
         self,
         spec: Path,
-        inventory: str,
+        fleet: Fleet,
         *,
         host: str | None,
         nodes: int | None,
@@ -97,17 +94,16 @@ class Scheduler(Protocol):
         allow_shared: bool,
         ask_blobs: bool,
         say: Say,
-        targets: dict[str, HostTarget] | None,
     ) -> Planned:
-        """Check the spec and plan the job; nothing is sent."""
+        """Check the spec, probe the hosts it may use (over the fleet), plan the job; nothing is sent."""
         ...
 
     def preview(self, planned: Planned) -> tuple[dict[str, Any], list[str]]:
         """What `submit --dry-run` adds to the plan: keys of its JSON, lines of its text."""
         ...
 
-    def submit(self, planned: Planned, *, progress_bar: ProgressBar, say: Say) -> SubmitResult:
-        """Send the job and start (or queue) it."""
+    def submit(self, planned: Planned, fleet: Fleet, *, progress_bar: ProgressBar, say: Say) -> SubmitResult:
+        """Send the job over the fleet's connections and start (or queue) it."""
         ...
 
     def submitted_words(self, result: SubmitResult) -> list[str]:

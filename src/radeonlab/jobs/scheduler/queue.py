@@ -7,6 +7,7 @@ rank. Sweeps and `submit --watch` are supported here.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -15,7 +16,9 @@ from typing import Any
 
 from radeonlab.contract.records import HostRecord, JobRecord, StateRecord
 from radeonlab.jobs.apply.submit import ProgressBar, SubmitResult, apply_plan
+from radeonlab.jobs.fleet.context import Fleet
 from radeonlab.jobs.fleet.inventory import HostTarget
+from radeonlab.jobs.fleet.observe import observe_job
 from radeonlab.jobs.fleet.probe import HostView
 from radeonlab.jobs.plan.plan import JobPlan, plan_job
 from radeonlab.jobs.scheduler.base import OpenJob, Overlaid, Planned, RankResult, Rows, Say
@@ -28,13 +31,6 @@ class QueuePlan:
 
     plan: JobPlan
 
-    def __enter__(self) -> QueuePlan:
-        self.plan.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.plan.__exit__(*exc)
-
 
 class QueueScheduler:
     name = "builtin"
@@ -45,7 +41,7 @@ class QueueScheduler:
     def plan(
         self,
         spec: Path,
-        inventory: str,
+        fleet: Fleet,
         *,
         host: str | None,
         nodes: int | None,
@@ -54,10 +50,11 @@ class QueueScheduler:
         allow_shared: bool,
         ask_blobs: bool,
         say: Say,
-        targets: dict[str, HostTarget] | None,
     ) -> QueuePlan:
-        plan = plan_job(spec, inventory, host=host, nodes=nodes, overrides=overrides, strict=strict,
-                        allow_shared=allow_shared, ask_blobs=ask_blobs, say=say, targets=targets)  # fmt: skip
+        job, views = observe_job(fleet, spec, os.environ, host=host, nodes=nodes, overrides=overrides,
+                                 ask_blobs=ask_blobs)  # fmt: skip
+        plan = plan_job(job, views, fleet.targets, inventory=fleet.inventory, host=host, nodes=nodes,
+                        strict=strict, allow_shared=allow_shared, say=say)  # fmt: skip
         for node in plan.nodes:
             for note in [node.preflight.message] if node.preflight.fits is False else []:
                 say(f"warning: {note}")
@@ -66,10 +63,10 @@ class QueueScheduler:
     def preview(self, planned: Planned) -> tuple[dict[str, Any], list[str]]:
         return {}, []
 
-    def submit(self, planned: Planned, *, progress_bar: ProgressBar, say: Say) -> SubmitResult:
+    def submit(self, planned: Planned, fleet: Fleet, *, progress_bar: ProgressBar, say: Say) -> SubmitResult:
         plan = planned.plan
         say(f"{plan.job_id}: {plan.rank0.host}, {plan.rank0.rendered.why_precision}")
-        return apply_plan(plan, progress_bar=progress_bar, say=say)
+        return apply_plan(plan, fleet, progress_bar=progress_bar, say=say)
 
     def submitted_words(self, result: SubmitResult) -> list[str]:
         return [

@@ -18,6 +18,7 @@ from radeonlab.contract.records import JobRecord, StateRecord
 from radeonlab.errors import InputError, JobStateError, RadeonlabError, one_line
 from radeonlab.jobs.apply.slurm import SlurmLab, SlurmPlan, apply_slurm, batch_script, lab_of, plan_slurm_job
 from radeonlab.jobs.apply.submit import ProgressBar, SubmitResult
+from radeonlab.jobs.fleet.context import Fleet
 from radeonlab.jobs.fleet.inventory import HostTarget
 from radeonlab.jobs.fleet.probe import HostView
 from radeonlab.jobs.fleet.slurm import CONTROLLER, slurm_says
@@ -41,7 +42,7 @@ class SlurmScheduler:
     def plan(
         self,
         spec: Path,
-        inventory: str,
+        fleet: Fleet,
         *,
         host: str | None,
         nodes: int | None,
@@ -50,11 +51,10 @@ class SlurmScheduler:
         allow_shared: bool,
         ask_blobs: bool,
         say: Say,
-        targets: dict[str, HostTarget] | None,
     ) -> SlurmPlan:
         """On every node Slurm may give the job (Slurm queues: allow_shared and the blob question do not
         apply; the host, when named, chose this lab)."""
-        return plan_slurm_job(spec, inventory, self._lab(), nodes=nodes, overrides=overrides, strict=strict,
+        return plan_slurm_job(spec, fleet, self._lab(), nodes=nodes, overrides=overrides, strict=strict,
                               say=say)  # fmt: skip
 
     def preview(self, planned: Planned) -> tuple[dict[str, Any], list[str]]:
@@ -62,8 +62,8 @@ class SlurmScheduler:
         where = self._lab().controller.name
         return {"sbatch": script}, [f"  sbatch on {where}:", *(f"    {line}" for line in script.splitlines())]
 
-    def submit(self, planned: Planned, *, progress_bar: ProgressBar, say: Say) -> SubmitResult:
-        return apply_slurm(self._planned(planned), progress_bar=progress_bar, say=say)
+    def submit(self, planned: Planned, fleet: Fleet, *, progress_bar: ProgressBar, say: Say) -> SubmitResult:
+        return apply_slurm(self._planned(planned), fleet, progress_bar=progress_bar, say=say)
 
     def submitted_words(self, result: SubmitResult) -> list[str]:
         return [

@@ -176,7 +176,7 @@ def host_path_problems(spec: Any, on_host: OnHost | None = None) -> list[Problem
 
 
 def refuse_missing(spec: Any, views: Iterable[Any], say: Callable[[str], None]) -> None:
-    """Submit, over each chosen host's view (jobs/fleet/probe.py HostView: name, paths): each found
+    """Submit, over each chosen host's view (jobs/fleet/view.py HostView: name, paths): each found
     workstation folder is said (used there, not uploaded); the first one missing or not a model/adapter
     folder refuses the job in one line naming the host and the path."""
     problems = [p for v in views for p in host_path_problems(spec, OnHost(v.name, v.paths))]
