@@ -80,12 +80,18 @@ def provision(after_reboot: bool = False) -> None:
         grant_gpu_access(check_devices=not cpu_only)
         if runtime == "container":
             # The image brings ROCm's user space and torch: verify runs its stack check inside it, with the
-            # options AMD documents for ROCm containers. Jobs inside it are not done yet, nor Slurm
-            # (docs/design/containers-sandbox.md, Not done yet).
+            # options AMD documents for ROCm containers; jobs run in it the same way (jobs/host/runtime.py).
+            # Slurm there is not done yet (docs/design/containers-sandbox.md, Not done yet).
             install_container_runtime()
             image = str(host.data.get("container_image", CONTAINER_DEFAULTS["container_image"]))
             options = host.data.get("container_run_options", CONTAINER_DEFAULTS["container_run_options"])
-            verify_host(stack=stack, cpu_only=cpu_only, image=image, container=run_prefix(image, options))
+            verify_host(
+                stack=stack,
+                cpu_only=cpu_only,
+                image=image,
+                container=run_prefix(image, options),
+                run_options=options,  # jobs start the image with them too (the host record)
+            )
             return
         # pyinfra's @deploy types a role's result as OperationMeta; its wrapper returns the function's value
         sources: dict[str, Any] = setup_wheel_cache(  # type: ignore[assignment]  # pyinfra's typing (above)

@@ -90,3 +90,17 @@ class StackCheckState(FactBase):
         except json.JSONDecodeError:
             saved = None  # a damaged file: the check runs again and rewrites it
         return {"fingerprint": [line for line in output if not line.startswith("saved=")], "saved": saved}
+
+
+class ImageId(FactBase):
+    """The image ID (its config's digest: the same in every store it is copied to) of `image` in the store
+    of the user the fact runs as; None when Podman or the image is missing."""
+
+    def command(self, image: str) -> str:
+        return (
+            "command -v podman >/dev/null || exit 0; cd / && "
+            f"podman image inspect --format '{{{{.Id}}}}' {shlex.quote(image)} 2>/dev/null || true"
+        )
+
+    def process(self, output: list[str]) -> str | None:
+        return next((line.strip() for line in output if line.strip()), None)

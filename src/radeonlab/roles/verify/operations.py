@@ -19,10 +19,10 @@ from pyinfra.operations import files
 
 from radeonlab.roles.container.facts import LocalImageDigest
 from radeonlab.roles.gpu.cards import Gpu
-from radeonlab.roles.privilege import as_root
+from radeonlab.roles.privilege import as_root, as_user
 from radeonlab.roles.rocm.facts import RocmInstalledVersion
 from radeonlab.roles.verify import record as rec
-from radeonlab.roles.verify.facts import CHECK_SCRIPT, HostRecord, StackCheckState, StackReport
+from radeonlab.roles.verify.facts import CHECK_SCRIPT, HostRecord, ImageId, StackCheckState, StackReport
 
 # host name -> (record, report, checked_at), filled as the operation runs; read by the end-of-run table.
 # checked_at is None when the check ran in this run, else when the reused report was observed.
@@ -52,6 +52,7 @@ def host_record(
     device_targets: Sequence[str] = (),
     image: str = "",
     container: str = "",
+    container_command: Sequence[str] = (),
 ):
     """Write the host record at `path` (root:root 0644) from what the host reports, and save the stack check
     with the digest of its inputs at `check_path` (root:root 0644).
@@ -59,7 +60,8 @@ def host_record(
     The facts are read inside the operation, so on a first run they see the stack the earlier operations
     installed. A record that differs only in volatile fields (written_at, vram_used) is left as it is.
     With `container` (the `podman run ... IMAGE` prefix; `image` its name) the check runs in the container,
-    and the record names runtime "container" and the image's digest, an input of the check.
+    and the record names runtime "container", the image's digest, an input of the check, and how jobs start
+    the image (`container_command`: the training user's own engine).
     """
     check_state = host.get_fact(StackCheckState, venv=venv, saved_path=check_path, user=user, devices=devices)
     image_digest = (host.get_fact(LocalImageDigest, image=image, **as_root()) or "") if container else ""
@@ -92,6 +94,7 @@ def host_record(
         runtime="container" if container else "venv",
         image=image if container else "",
         image_digest=image_digest,
+        container_command=tuple(container_command) if container else (),
     )
     saved = None if recheck else rec.reusable_report(check_state["saved"], inputs)
     if rec.saved_check_will_do(ctx, old, saved):
@@ -124,3 +127,25 @@ def host_record(
         # as a failing command whose stderr is the one line (an exception raised here, at execution time,
         # would print gevent's traceback above pyinfra's own error line)
         yield f"echo {shlex.quote(f'radeonlab: {host.name}: ' + new['problem'])} >&2; exit 1"
+
+
+@operation()
+def user_image(image: str, user: str):
+    """Copy `image` from root's image store (where roles/container put it) into `user`'s own, which the
+    job runner's rootless Podman reads; nothing when the user has the same image ID already. Run as root.
+
+        user_image(name="Give lab the image", image="localhost/train:current", user="lab", **as_root())
+
+    A docker-archive keeps the image's name and its config, so its ID (what is compared) is the same."""
+    want = host.get_fact(ImageId, image=image, **as_root())
+    have = host.get_fact(ImageId, image=image, **as_user(user))
+    if want is None or have == want:
+        host.noop(f"{user} has {image} ({have})" if have else f"no {image} in root's store to copy")
+        return
+    q = shlex.quote(image)
+    yield (
+        't=$(mktemp -d /var/tmp/radeonlab-image.XXXXXX) && chmod 755 "$t" && '
+        f'podman save --quiet --format docker-archive -o "$t/image.tar" {q} && chmod 644 "$t/image.tar" && '
+        f'runuser -l {shlex.quote(user)} -c "cd / && podman load --quiet -i $t/image.tar"; rc=$?; '
+        'rm -rf "$t"; exit $rc'
+    )
