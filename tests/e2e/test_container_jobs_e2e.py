@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from radeonlab.cli import main
+from radeonlab.jobs.ssh import hostcode
 from radeonlab.sandbox import containerlab, ociimage, provision, registry
 from radeonlab.sandbox.demo import write_job_folder, write_spec
 from radeonlab.sandbox.hosts import Sandbox, SandboxHost
@@ -91,16 +92,59 @@ def job_json(lab: Lab, job_id: str) -> dict:
 
 def test_the_record_says_how_the_training_user_starts_the_image(lab: Lab) -> None:
     record = lab.record
-    assert record["runtime"] == "container" and record["problem"] is None
+    assert record["runtime"] == "container" and record["problem"] is None, record
+    assert record["container_problem"] is None, record["container_problem"]
     command = record["container_command"]
     assert command[:2] == ["podman", "run"] and "--device=/dev/kfd" in command
     assert "--userns=keep-id" in command and "--group-add=keep-groups" in command
-    # the training user's own (rootless) store has the image the record names
-    as_lab = lab.host.exec(
-        ["runuser", "-l", "lab", "-c", f"podman image inspect --format '{{{{.Id}}}}' {record['image']}"]
+    # the training user's own (rootless) store has the image the record names, by the same image ID
+    inspect = f"podman image inspect --format '{{{{.Id}}}}' {record['image']}"
+    as_lab = lab.host.exec(["runuser", "-l", "lab", "-c", inspect]).stdout.strip()
+    assert as_lab == lab.host.exec(inspect).stdout.strip() != ""
+    assert lab.host.exec(["stat", "-c", "%U", record["jobs_dir"], record["model_cache"]]).stdout.split() == [
+        "lab", "lab",
+    ]  # fmt: skip
+
+
+def test_the_venv_python_on_a_container_host_runs_in_the_image_as_the_user(lab: Lab) -> None:
+    """<venv>/bin/python is the deploy's shim: the laptop's venv tools run by it start in the image, with
+    radeonlab's host code mounted and the user's id (keep-id)."""
+    record = lab.record
+    for rel, data in hostcode.files().items():  # radeonlab's host code, as a tool call has it
+        (lab.host.root / "tmp" / "code" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (lab.host.root / "tmp" / "code" / rel).write_bytes(data)
+    lab.host.exec("chmod -R a+rX /tmp/code")
+    probe = "import os, torch, radeonlab.jobs.host; print(torch.__version__, os.getuid(), os.getcwd())"
+    ran = lab.host.exec(
+        ["runuser", "-l", "lab", "-c", f"PYTHONPATH=/tmp/code {record['venv']}/bin/python -c '{probe}'"],
+        check=False,
     )
-    as_root = lab.host.exec(["podman", "image", "inspect", "--format", "{{.Id}}", record["image"]])
-    assert as_lab.stdout.strip() == as_root.stdout.strip() != ""
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    uid = lab.host.exec(["id", "-u", "lab"]).stdout.strip()
+    assert ran.stdout.split() == ["2.9.1+rocm7.2.4", uid, record["jobs_dir"]], ran.stdout
+
+
+def test_a_job_starts_in_the_image_and_the_record_names_its_digest(lab: Lab) -> None:
+    """Until the trainable SIMULATED image (branch ctrimg) lands, the image has no LLaMA-Factory: the attempt
+    runs in its container and ends there (exit 127, the program not found), which shows the way in."""
+    # the SIMULATED image's packages (the host record's) have no matplotlib for plot_loss: placement says so
+    spec = write_job_folder(lab.work / "plumbing", {"max_steps": DEMO_STEPS, "plot_loss": "false"})
+    job_id = submit(lab, spec)
+    watched = cli(lab, "watch", job_id, "-i", INVENTORY)
+    job = job_json(lab, job_id)
+    assert (job["runtime"], job["image"], job["image_digest"]) == (
+        "container", lab.record["image"], lab.record["image_digest"],
+    )  # fmt: skip
+    log = lab.host.exec(["cat", f"{JOBS_DIR}/{job_id}/train.log"]).stdout
+    assert "llamafactory-cli" in log and job["attempts"][0]["exit_code"] == 127, (log[-1500:], watched.output)
+    left = lab.host.exec(["runuser", "-l", "lab", "-c", "podman ps -a --format '{{.Names}}'"]).stdout
+    assert job_id not in left
+    shown = cli(lab, "status", job_id, "-i", INVENTORY)
+    assert f"ran in the container image {lab.record['image']} @ {lab.record['image_digest']}" in shown.stdout
+
+
+# Not run yet: they need the trainable SIMULATED image (branch ctrimg: LLaMA-Factory and peft in the image).
+NEEDS_TRAINING_IMAGE = pytest.mark.skip(reason="the SIMULATED image has no LLaMA-Factory yet (branch ctrimg)")
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +161,7 @@ def demo_job(lab: Lab) -> dict[str, object]:
     return {"id": job_id, "watch": watched, "fetch": fetched, "local": local}
 
 
+@NEEDS_TRAINING_IMAGE
 def test_the_demo_job_trains_in_the_image_and_watch_shows_it(lab: Lab, demo_job: dict) -> None:
     watched = demo_job["watch"]
     assert watched.exit_code == 0, watched.output
@@ -139,6 +184,7 @@ def test_the_demo_job_trains_in_the_image_and_watch_shows_it(lab: Lab, demo_job:
     assert lab.record["image_digest"] in shown.stdout, shown.output
 
 
+@NEEDS_TRAINING_IMAGE
 def test_fetch_brings_the_adapter_and_it_answers_in_the_image(lab: Lab, demo_job: dict) -> None:
     fetched = demo_job["fetch"]
     assert fetched.exit_code == 0, fetched.output
@@ -148,6 +194,7 @@ def test_fetch_brings_the_adapter_and_it_answers_in_the_image(lab: Lab, demo_job
     assert chat.exit_code == 0, chat.output
 
 
+@NEEDS_TRAINING_IMAGE
 def test_the_nan_ladder_works_in_the_image(lab: Lab) -> None:
     nan = {"max_steps": 12, "save_steps": 2, "learning_rate": "1.0e+30"}
     spec = write_spec(lab.work / "demo", nan, name="nan.yaml")
@@ -164,6 +211,7 @@ def test_the_nan_ladder_works_in_the_image(lab: Lab) -> None:
     assert job_id not in left
 
 
+@NEEDS_TRAINING_IMAGE
 def test_cancel_stops_the_container(lab: Lab) -> None:
     spec = write_spec(lab.work / "demo", {"max_steps": 5000, "save_steps": 1000}, name="long.yaml")
     job_id = submit(lab, spec)

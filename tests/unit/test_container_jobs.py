@@ -98,6 +98,9 @@ def test_a_container_hosts_record_takes_jobs_only_with_an_image_and_a_command(tm
     older = container_record(tmp_path, container_command=[])  # written before jobs ran in the image
     assert older.unusable() == "host record of a container host names no image or container command"
     assert container_record(tmp_path, image="").unusable() is not None
+    # the training user's rootless engine does not start (verify found it): the stack is fine, jobs are not
+    cannot = container_record(tmp_path, container_command=[], container_problem="lab's rootless Podman ...")
+    assert cannot.unusable() == "provisioned with radeonlab_runtime: container: lab's rootless Podman ..."
     again = HostRecord.from_dict(json.loads(json.dumps(container_record(tmp_path).to_dict())))
     assert again.container_command == ["podman", "run", "--device=/dev/kfd", "--userns=keep-id"]
 

@@ -164,7 +164,8 @@ def test_a_host_record_written_before_the_typed_parts_reads_and_writes_back_the_
     assert record.torch.version == "2.13.0+cpu" and record.torch.hip is None and record.torch.source == "amd"
     assert record.cpu_torch and record.torch.cpu_allowed and record.unusable() is None
     # written back the same, plus the runtime fields added since (issue 29), at their venv defaults
-    added = {"runtime": "venv", "image": "", "image_digest": "", "container_command": []}
+    added = {"runtime": "venv", "image": "", "image_digest": "", "container_command": [],
+             "container_problem": None}  # fmt: skip
     assert record.to_dict() == {**data, **added}
     # a host.json from before `source` existed: the part reads with its default
     older = {**data, "torch": {k: v for k, v in data["torch"].items() if k != "source"}}

@@ -112,6 +112,7 @@ class HostRecord:
     image: str = ""
     image_digest: str = ""
     container_command: list[str] = field(default_factory=list)
+    container_problem: str | None = None  # why the training user's engine cannot start the image (no jobs)
 
     REQUIRED = ("host", "user", "venv", "jobs_dir")
 
@@ -141,6 +142,8 @@ class HostRecord:
             return f"verification failed: {self.problem}"
         if self.runtime not in RUNTIMES:  # a newer deploy's runtime: this job runner cannot start it
             return f"{RUNTIME_NO_JOBS_YET}{self.runtime}: this radeonlab runs jobs in {' or '.join(RUNTIMES)}"
+        if self.runtime == "container" and self.container_problem:  # the stack is fine, jobs cannot start
+            return f"{RUNTIME_NO_JOBS_YET}container: {self.container_problem}"
         if self.runtime == "container" and not (self.image and self.container_command):
             # a record from before jobs ran in the container (issue 29's first slice): re-run the deploy
             return "host record of a container host names no image or container command"

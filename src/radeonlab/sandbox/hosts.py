@@ -1,8 +1,9 @@
 """Sandbox workstations: real Debian hosts reachable over real SSH on loopback, one machine, no GPU.
 
 Each host is an overlayfs over the cached base rootfs (radeonlab/sandbox/rootfs.py; `cp -a` when overlayfs is
-unavailable), run in its own mount/UTS/IPC/PID namespaces (`setsid unshare ... --kill-child`) and chroot,
-with its own hostname, ed25519 host key, a SIMULATED init as PID 1 (host_init.py) that runs sshd on
+unavailable), run in its own mount/UTS/IPC/PID namespaces (`setsid unshare ... --kill-child`) and chroot
+(pivot_root for a host with `radeonlab_runtime: container`: rootless Podman needs a user namespace), with
+its own hostname, ed25519 host key, a SIMULATED init as PID 1 (host_init.py) that runs sshd on
 HOST_ADDRESS_PREFIX+N : HOST_PORT_BASE+N, a SIMULATED Radeon card (simcards.py: a sysfs tree bind-mounted
 over /sys/class and stand-in /dev/kfd, /dev/dri nodes), and the user HOST_USER (key login, passwordless
 sudo). The network namespace is the machine's, so hosts reach the mirrors and the loopback servers.

@@ -9,7 +9,7 @@ from typing import Any
 
 from pyinfra import host, state
 from pyinfra.api import deploy
-from pyinfra.operations import files
+from pyinfra.operations import apt, files
 
 from radeonlab.contract.jobdir import blobs_dir
 from radeonlab.roles.access import granted_devices
@@ -35,6 +35,12 @@ def container_jobs(paths: StackPaths, image: str) -> None:
     """What jobs in the image need on a container host (no python_stack role there): the image in the
     training user's own store, the folders the venv role makes (the jobs and the model cache, mounted into
     each job's container) and the python shim by which the laptop's venv tools start in the image."""
+    apt.packages(  # newuidmap/newgidmap: rootless Podman maps the user's subordinate ids (/etc/subuid)
+        name="Install uidmap for the training user's rootless Podman",
+        packages=["uidmap"],
+        cache_time=24 * 3600,
+        **as_root(),
+    )
     user_image(
         name=f"Give {paths.user} the image {image} (its own rootless image store)",
         image=image,

@@ -104,3 +104,21 @@ class ImageId(FactBase):
 
     def process(self, output: list[str]) -> str | None:
         return next((line.strip() for line in output if line.strip()), None)
+
+
+class RootlessEngine(FactBase):
+    """Whether Podman starts for the user the fact runs as (rootless: it needs a user namespace of its own):
+    {"ok": True}, or {"ok": False, "error": its last lines}; None when Podman is not installed."""
+
+    def command(self) -> str:
+        return (
+            "command -v podman >/dev/null || exit 0; cd / && "
+            "if out=$(podman info --format '{{.Host.Security.Rootless}}' 2>&1); then echo ok; "
+            "else echo failed; printf '%s\\n' \"$out\" | grep -v 'level=warning' | tail -n 2; fi"
+        )
+
+    def process(self, output: list[str]) -> dict[str, object] | None:
+        lines = [line.strip() for line in output if line.strip()]
+        if not lines:
+            return None
+        return {"ok": lines[0] == "ok", "error": "; ".join(lines[1:])}

@@ -22,7 +22,14 @@ from radeonlab.roles.gpu.cards import Gpu
 from radeonlab.roles.privilege import as_root, as_user
 from radeonlab.roles.rocm.facts import RocmInstalledVersion
 from radeonlab.roles.verify import record as rec
-from radeonlab.roles.verify.facts import CHECK_SCRIPT, HostRecord, ImageId, StackCheckState, StackReport
+from radeonlab.roles.verify.facts import (
+    CHECK_SCRIPT,
+    HostRecord,
+    ImageId,
+    RootlessEngine,
+    StackCheckState,
+    StackReport,
+)
 
 # host name -> (record, report, checked_at), filled as the operation runs; read by the end-of-run table.
 # checked_at is None when the check ran in this run, else when the reused report was observed.
@@ -65,6 +72,7 @@ def host_record(
     """
     check_state = host.get_fact(StackCheckState, venv=venv, saved_path=check_path, user=user, devices=devices)
     image_digest = (host.get_fact(LocalImageDigest, image=image, **as_root()) or "") if container else ""
+    jobs_problem = engine_problem(user) if container else None  # the stack is checked as root all the same
     # the image and how it runs are inputs of the check too
     ran_in = [f"container {container} {image_digest}"] if container else []
     inputs = rec.check_inputs(check_state["fingerprint"] + ran_in, CHECK_SCRIPT, matmul_size, gpus)
@@ -94,7 +102,8 @@ def host_record(
         runtime="container" if container else "venv",
         image=image if container else "",
         image_digest=image_digest,
-        container_command=tuple(container_command) if container else (),
+        container_command=tuple(container_command) if container and not jobs_problem else (),
+        container_problem=jobs_problem,
     )
     saved = None if recheck else rec.reusable_report(check_state["saved"], inputs)
     if rec.saved_check_will_do(ctx, old, saved):
@@ -137,6 +146,11 @@ def user_image(image: str, user: str):
         user_image(name="Give lab the image", image="localhost/train:current", user="lab", **as_root())
 
     A docker-archive keeps the image's name and its config, so its ID (what is compared) is the same."""
+    problem = engine_problem(user)
+    if problem:
+        logger.warning(f"{host.name}: no jobs in the container here: {problem}")
+        host.noop(f"{user}'s rootless Podman does not start: {problem}")
+        return
     want = host.get_fact(ImageId, image=image, **as_root())
     have = host.get_fact(ImageId, image=image, **as_user(user))
     if want is None or have == want:
@@ -149,3 +163,12 @@ def user_image(image: str, user: str):
         f'runuser -l {shlex.quote(user)} -c "cd / && podman load --quiet -i $t/image.tar"; rc=$?; '
         'rm -rf "$t"; exit $rc'
     )
+
+
+def engine_problem(user: str) -> str | None:
+    """Why `user`'s rootless Podman cannot start containers (its error), or None when it can. Read at
+    execution time: on a first deploy Podman is installed by an earlier operation of the same run."""
+    engine = host.get_fact(RootlessEngine, **as_user(user))
+    if engine is None or engine["ok"]:
+        return None
+    return f"{user}'s rootless Podman does not start ({engine['error'] or 'podman info failed'})"

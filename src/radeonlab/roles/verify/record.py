@@ -145,6 +145,7 @@ def build_record(
     image: str = "",
     image_digest: str = "",
     container_command: Sequence[str] = (),
+    container_problem: str | None = None,
 ) -> dict[str, Any]:
     """The host record (contract HostRecord) as JSON-ready data; `problem` set means: not usable, and why."""
     report = report or {}
@@ -176,6 +177,7 @@ def build_record(
         image=image,
         image_digest=image_digest,
         container_command=list(container_command),
+        container_problem=container_problem,
     )
     return record.to_dict()
 
@@ -204,6 +206,7 @@ class RecordContext:
     image: str = ""
     image_digest: str = ""
     container_command: Sequence[str] = ()  # the engine and its run options: how jobs start the image
+    container_problem: str | None = None  # why the training user's engine cannot start it
 
 
 def record_for(ctx: RecordContext, report: Mapping[str, Any] | None, written_at: str) -> dict[str, Any]:
@@ -229,6 +232,7 @@ def record_for(ctx: RecordContext, report: Mapping[str, Any] | None, written_at:
         image=ctx.image,
         image_digest=ctx.image_digest,
         container_command=list(ctx.container_command),
+        container_problem=ctx.container_problem,
     )
 
 
