@@ -230,3 +230,20 @@ def test_the_nan_ladder_runs_each_attempt_in_its_own_container(tmp_path: Path) -
     assert all(s["env"]["MY_TOKEN"] == "s3cret" and s["env"]["PATH"] == str(image_bin) for s in seen)
     assert all(s["env"]["HOME"] == str(job / "cache" / "home") for s in seen)
     assert not any("PYTHONPATH" in s["env"] for s in seen)
+
+
+def test_cancel_removes_the_running_attempts_container(tmp_path: Path, monkeypatch) -> None:
+    """A SIGKILLed `podman run` leaves its container running: cancel removes it by name (only on a job
+    that ran in a container, and only once an attempt started)."""
+    record = container_record(tmp_path)
+    removed: list[str] = []
+    monkeypatch.setattr(runtime, "read_record", lambda: record)
+    monkeypatch.setattr(runtime, "stop", lambda where, name: removed.append(f"{where.kind} {name}"))
+    job_dir = tmp_path / "jobs" / "long-1"
+    job_dir.mkdir(parents=True)
+    (job_dir / "job.json").write_text(json.dumps({"id": "long-1", "runtime": "container"}))
+    launcher.stop_container(str(job_dir), {"attempt": 2})
+    launcher.stop_container(str(job_dir), {"attempt": None})  # cancelled before an attempt started
+    (job_dir / "job.json").write_text(json.dumps({"id": "long-1", "runtime": "venv"}))
+    launcher.stop_container(str(job_dir), {"attempt": 1})
+    assert removed == ["container radeonlab-long-1-2"]
