@@ -102,11 +102,14 @@ class HostRecord:
     access_groups: list[str] = field(default_factory=lambda: list(GPU_GROUPS))
     problem: str | None = None  # the deploy's verification failed: why (the host is then not usable)
     systemd: bool = False  # systemd is the host's init (cgroup memory limits: limits.memory_gb)
-    # The runtime the stack was checked in: "venv", or "container" (issue 29: AMD's ROCm PyTorch image
-    # `image`, by its manifest digest `image_digest`; jobs do not run in it yet).
+    # The runtime the stack was checked in: "venv", or "container" (issue 29): `image` is the image jobs run
+    # in (the training image built on the host, by its own tag) and `image_digest` its digest; `base_image`
+    # and `base_image_digest` name AMD's ROCm PyTorch image it was built from, as pulled.
     runtime: str = "venv"
     image: str = ""
     image_digest: str = ""
+    base_image: str = ""
+    base_image_digest: str = ""
 
     REQUIRED = ("host", "user", "venv", "jobs_dir")
 

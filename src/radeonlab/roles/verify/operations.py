@@ -17,7 +17,7 @@ from pyinfra.api import operation
 from pyinfra.facts.files import Directory
 from pyinfra.operations import files
 
-from radeonlab.roles.container.facts import LocalImageDigest
+from radeonlab.roles.container.facts import LocalImage, LocalImageDigest
 from radeonlab.roles.gpu.cards import Gpu
 from radeonlab.roles.privilege import as_root
 from radeonlab.roles.rocm.facts import RocmInstalledVersion
@@ -63,6 +63,10 @@ def host_record(
     """
     check_state = host.get_fact(StackCheckState, venv=venv, saved_path=check_path, user=user, devices=devices)
     image_digest = (host.get_fact(LocalImageDigest, image=image, **as_root()) or "") if container else ""
+    # A derived training image (roles/container derived.py) names itself and its base in its labels: the
+    # record names the image by its own tag (`image` is the moving `:current`), and AMD's base beside it.
+    found = host.get_fact(LocalImage, image=image, **as_root()) if container else None
+    labels = (found or {}).get("labels") or {}
     # the image and how it runs are inputs of the check too
     ran_in = [f"container {container} {image_digest}"] if container else []
     inputs = rec.check_inputs(check_state["fingerprint"] + ran_in, CHECK_SCRIPT, matmul_size, gpus)
@@ -90,8 +94,10 @@ def host_record(
         torch_source=torch_source,
         device_targets=tuple(device_targets),
         runtime="container" if container else "venv",
-        image=image if container else "",
+        image=labels.get("radeonlab.image", image) if container else "",
         image_digest=image_digest,
+        base_image=labels.get("radeonlab.base.image", ""),
+        base_image_digest=labels.get("radeonlab.base.digest", ""),
     )
     saved = None if recheck else rec.reusable_report(check_state["saved"], inputs)
     if rec.saved_check_will_do(ctx, old, saved):
@@ -107,7 +113,7 @@ def host_record(
     )
     if container:
         torch = (report or {}).get("torch")
-        logger.info(f"{host.name}: stack check in the container {image}@{image_digest}: torch {torch}")
+        logger.info(f"{host.name}: stack check in the container {ctx.image}@{image_digest}: torch {torch}")
     new = rec.record_for(ctx, report, now)
     current = rec.is_current(old, new)
     RESULTS[host.name] = (old if current and old else new, report, None)

@@ -118,6 +118,8 @@ def build_record(
     runtime: str = "venv",
     image: str = "",
     image_digest: str = "",
+    base_image: str = "",
+    base_image_digest: str = "",
 ) -> dict[str, Any]:
     """The host record (contract HostRecord) as JSON-ready data; `problem` set means: not usable, and why."""
     report = report or {}
@@ -148,6 +150,8 @@ def build_record(
         runtime=runtime,
         image=image,
         image_digest=image_digest,
+        base_image=base_image,
+        base_image_digest=base_image_digest,
     )
     return record.to_dict()
 
@@ -175,6 +179,8 @@ class RecordContext:
     runtime: str = "venv"  # or "container": the stack check ran in `image` (its digest: image_digest)
     image: str = ""
     image_digest: str = ""
+    base_image: str = ""  # AMD's image the derived `image` was built from (roles/container derived.py)
+    base_image_digest: str = ""
 
 
 def record_for(ctx: RecordContext, report: Mapping[str, Any] | None, written_at: str) -> dict[str, Any]:
@@ -199,6 +205,8 @@ def record_for(ctx: RecordContext, report: Mapping[str, Any] | None, written_at:
         runtime=ctx.runtime,
         image=ctx.image,
         image_digest=ctx.image_digest,
+        base_image=ctx.base_image,
+        base_image_digest=ctx.base_image_digest,
     )
 
 
