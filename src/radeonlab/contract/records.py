@@ -103,14 +103,17 @@ class HostRecord:
     access_groups: list[str] = field(default_factory=lambda: list(GPU_GROUPS))
     problem: str | None = None  # the deploy's verification failed: why (the host is then not usable)
     systemd: bool = False  # systemd is the host's init (cgroup memory limits: limits.memory_gb)
-    # The runtime the stack was checked in and jobs run in: "venv", or "container" (issue 29: AMD's ROCm
-    # PyTorch image `image`, by its manifest digest `image_digest`). container_command: how the training
-    # user's own engine starts it for a job ("podman", "run", AMD's --device ... options as rootless Podman
-    # takes them), to which the job runner adds the job's mounts, environment names, the image and the
-    # program (jobs/host/runtime.py).
+    # The runtime the stack was checked in and jobs run in: "venv", or "container" (issue 29): `image` is the
+    # image jobs run in (the training image built on the host, by its own tag) and `image_digest` its digest;
+    # `base_image` and `base_image_digest` name AMD's ROCm PyTorch image it was built from, as pulled.
+    # container_command: how the training user's own engine starts it for a job ("podman", "run", AMD's
+    # --device ... options as rootless Podman takes them), to which the job runner adds the job's mounts,
+    # environment names, the image and the program (jobs/host/runtime.py).
     runtime: str = "venv"
     image: str = ""
     image_digest: str = ""
+    base_image: str = ""
+    base_image_digest: str = ""
     container_command: list[str] = field(default_factory=list)
     container_problem: str | None = None  # why the training user's engine cannot start the image (no jobs)
 

@@ -72,7 +72,6 @@ from radeonlab.sandbox.host import (  # one host's life; re-exported: callers kn
 __all__ = ["Sandbox", "SandboxError", "SandboxHost", "mounts_under", "pids_rooted_in"]
 
 
-
 def lease_holder(text: str) -> tuple[Path, int | None, int | None]:
     """A lease file's host folder, and the pid and start time of the process that leased it (none in a
     lease an older radeonlab wrote)."""
@@ -82,6 +81,7 @@ def lease_holder(text: str) -> tuple[Path, int | None, int | None]:
     if len(words) == 2 and all(w.isdigit() for w in words):
         return holder, int(words[0]), int(words[1])
     return holder, None, None
+
 
 class Sandbox:
     """A set of sandbox hosts sharing one state dir, client key and known_hosts file."""

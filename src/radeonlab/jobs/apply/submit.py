@@ -134,10 +134,7 @@ def apply_plan(plan: JobPlan, *, progress_bar: ProgressBar = no_progress, say: S
     states = [run_stage(node, stage_request(plan, node, launch=single)) for node in plan.nodes]
     clock.lap("stage and launch")
     if not single:
-        states = [
-            run_stage(n, StageRequest(n.job.root, launch=launch_options(plan, n)))
-            for n in plan.nodes
-        ]
+        states = [run_stage(n, StageRequest(n.job.root, launch=launch_options(plan, n))) for n in plan.nodes]
         refused = [(n.host, s) for n, s in zip(plan.nodes, states, strict=True) if s.state.is_finished()]
         if refused:
             for node in plan.nodes:  # a lone rank would wait for its peer until torchrun's timeout

@@ -17,7 +17,7 @@ from pyinfra.api import operation
 from pyinfra.facts.files import Directory
 from pyinfra.operations import files
 
-from radeonlab.roles.container.facts import LocalImageDigest
+from radeonlab.roles.container.facts import LocalImage, LocalImageDigest
 from radeonlab.roles.gpu.cards import Gpu
 from radeonlab.roles.privilege import as_root, as_user
 from radeonlab.roles.rocm.facts import RocmInstalledVersion
@@ -72,6 +72,10 @@ def host_record(
     """
     check_state = host.get_fact(StackCheckState, venv=venv, saved_path=check_path, user=user, devices=devices)
     image_digest = (host.get_fact(LocalImageDigest, image=image, **as_root()) or "") if container else ""
+    # A derived training image (roles/container derived.py) names itself and its base in its labels: the
+    # record names the image by its own tag (`image` is the moving `:current`), and AMD's base beside it.
+    found = host.get_fact(LocalImage, image=image, **as_root()) if container else None
+    labels = (found or {}).get("labels") or {}
     jobs_problem = engine_problem(user) if container else None  # the stack is checked as root all the same
     # the image and how it runs are inputs of the check too
     ran_in = [f"container {container} {image_digest}"] if container else []
@@ -100,10 +104,12 @@ def host_record(
         torch_source=torch_source,
         device_targets=tuple(device_targets),
         runtime="container" if container else "venv",
-        image=image if container else "",
+        image=labels.get("radeonlab.image", image) if container else "",
         image_digest=image_digest,
         container_command=tuple(container_command) if container and not jobs_problem else (),
         container_problem=jobs_problem,
+        base_image=labels.get("radeonlab.base.image", ""),
+        base_image_digest=labels.get("radeonlab.base.digest", ""),
     )
     saved = None if recheck else rec.reusable_report(check_state["saved"], inputs)
     if rec.saved_check_will_do(ctx, old, saved):
@@ -119,7 +125,7 @@ def host_record(
     )
     if container:
         torch = (report or {}).get("torch")
-        logger.info(f"{host.name}: stack check in the container {image}@{image_digest}: torch {torch}")
+        logger.info(f"{host.name}: stack check in the container {ctx.image}@{image_digest}: torch {torch}")
     new = rec.record_for(ctx, report, now)
     current = rec.is_current(old, new)
     RESULTS[host.name] = (old if current and old else new, report, None)
@@ -151,15 +157,19 @@ def user_image(image: str, user: str):
         logger.warning(f"{host.name}: no jobs in the container here: {problem}")
         host.noop(f"{user}'s rootless Podman does not start: {problem}")
         return
+    # the derived image's own tag (its label) is the one the host record and jobs name: both go across
+    labels = (host.get_fact(LocalImage, image=image, **as_root()) or {}).get("labels") or {}
+    named = str(labels.get("radeonlab.image") or image)
     want = host.get_fact(ImageId, image=image, **as_root())
-    have = host.get_fact(ImageId, image=image, **as_user(user))
+    have = host.get_fact(ImageId, image=named, **as_user(user))
     if want is None or have == want:
-        host.noop(f"{user} has {image} ({have})" if have else f"no {image} in root's store to copy")
+        host.noop(f"{user} has {named} ({have})" if have else f"no {image} in root's store to copy")
         return
-    q = shlex.quote(image)
+    q = " ".join(shlex.quote(n) for n in dict.fromkeys([image, named]))
     yield (
         't=$(mktemp -d /var/tmp/radeonlab-image.XXXXXX) && chmod 755 "$t" && '
-        f'podman save --quiet --format docker-archive -o "$t/image.tar" {q} && chmod 644 "$t/image.tar" && '
+        f'podman save --quiet -m --format docker-archive -o "$t/image.tar" {q} && '
+        'chmod 644 "$t/image.tar" && '
         f'runuser -l {shlex.quote(user)} -c "cd / && podman load --quiet -i $t/image.tar"; rc=$?; '
         'rm -rf "$t"; exit $rc'
     )

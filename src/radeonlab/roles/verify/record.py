@@ -144,6 +144,8 @@ def build_record(
     runtime: str = "venv",
     image: str = "",
     image_digest: str = "",
+    base_image: str = "",
+    base_image_digest: str = "",
     container_command: Sequence[str] = (),
     container_problem: str | None = None,
 ) -> dict[str, Any]:
@@ -176,6 +178,8 @@ def build_record(
         runtime=runtime,
         image=image,
         image_digest=image_digest,
+        base_image=base_image,
+        base_image_digest=base_image_digest,
         container_command=list(container_command),
         container_problem=container_problem,
     )
@@ -205,6 +209,8 @@ class RecordContext:
     runtime: str = "venv"  # or "container": the stack check ran in `image` (its digest: image_digest)
     image: str = ""
     image_digest: str = ""
+    base_image: str = ""  # AMD's image the derived `image` was built from (roles/container derived.py)
+    base_image_digest: str = ""
     container_command: Sequence[str] = ()  # the engine and its run options: how jobs start the image
     container_problem: str | None = None  # why the training user's engine cannot start it
 
@@ -231,6 +237,8 @@ def record_for(ctx: RecordContext, report: Mapping[str, Any] | None, written_at:
         runtime=ctx.runtime,
         image=ctx.image,
         image_digest=ctx.image_digest,
+        base_image=ctx.base_image,
+        base_image_digest=ctx.base_image_digest,
         container_command=list(ctx.container_command),
         container_problem=ctx.container_problem,
     )
