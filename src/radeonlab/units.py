@@ -19,7 +19,7 @@ def gib(n: int | None) -> str:
 
 
 def vram_text(used: int | None, total: int | None) -> str:
-    """"1.5/24.0 GiB"; "unknown" when the source reported neither."""
+    """ "1.5/24.0 GiB"; "unknown" when the source reported neither."""
     if used is None and total is None:
         return UNKNOWN
     return f"{gib(used)}/{gib(total)} GiB"

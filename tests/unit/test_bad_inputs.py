@@ -867,8 +867,14 @@ def _bad_spec(work: Work, table: str, row: str) -> Path:
     if table == "dataset":
         DATASET_ROWS[row][0](work)
     else:
-        tables = {"value": VALUE_ROWS, "history": HISTORY_ROWS, "warning": WARNING_ROWS, "rule": RULE_ROWS,
-                  "ignored": IGNORED_ROWS, "type": TYPE_ROWS}
+        tables = {
+            "value": VALUE_ROWS,
+            "history": HISTORY_ROWS,
+            "warning": WARNING_ROWS,
+            "rule": RULE_ROWS,
+            "ignored": IGNORED_ROWS,
+            "type": TYPE_ROWS,
+        }
         _set(work, tables[table][row][0])
     return work.spec
 

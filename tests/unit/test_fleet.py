@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from radeonlab.cli import main
 from radeonlab.cli.views import fleet_table
-from radeonlab.contract.records import GIB, HOST_RECORD_SCHEMA, HostRecord
+from radeonlab.contract.records import GIB, HOST_RECORD_SCHEMA
 from radeonlab.contract.state import JobState
 from radeonlab.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, NotProvisionedError
 from radeonlab.jobs.fleet.inventory import HostTarget
@@ -297,17 +297,31 @@ def test_cli_exit_zero_when_every_host_answers(tmp_path: Path, monkeypatch: pyte
     assert json.loads(result.stdout)[0]["host"] == "ws1"
 
 
-def test_a_container_runtime_host_takes_no_job_and_says_why() -> None:
-    """A host provisioned with radeonlab_runtime: container (issue 29) has a good record, but the job runner
-    does not run jobs in containers yet: placement passes it by and naming it says so in one line."""
-    rec = record("/nonexistent")
+def test_a_container_runtime_host_takes_jobs_once_its_record_says_how_to_start_the_image() -> None:
+    """A host provisioned with radeonlab_runtime: container (issue 29) takes jobs when its record names the
+    image and the container command; a record from before jobs ran in containers (no command) asks for the
+    deploy again; a runtime this radeonlab does not know takes no job and says so in one line."""
+    rec = record("/nonexistent", pci_ids=False)  # the probe here reads no card
     rec.update(runtime="container", image="rocm/pytorch:x", image_digest="sha256:" + "0" * 64)
+    older = parse_probe("ws1", {"record": rec, "record_error": "", "gpus": [], "jobs": []})
+    assert not older.provisioned and older.reachable
+    assert older.note == "host record of a container host names no image or container command"
+    with pytest.raises(NotProvisionedError) as err:
+        require_record(older, "inventories/home.py")
+    assert "provision it first: pyinfra -y --limit ws1 inventories/home.py" in str(err.value)
+
+    rec.update(container_command=["podman", "run", "--device=/dev/kfd"], container_sudo=True)
     view = parse_probe("ws1", {"record": rec, "record_error": "", "gpus": [], "jobs": []})
-    assert not view.provisioned and view.reachable
-    assert view.note == (
-        "provisioned with radeonlab_runtime: container: radeonlab runs jobs only in the venv runtime so far"
+    assert view.provisioned and view.note == ""
+    assert require_record(view, "inventories/home.py").container_command[:2] == ["podman", "run"]
+
+    newer = parse_probe(
+        "ws1", {"record": {**rec, "runtime": "nspawn"}, "record_error": "", "gpus": [], "jobs": []}
+    )
+    assert (
+        newer.note
+        == "provisioned with radeonlab_runtime: nspawn: this radeonlab runs jobs in venv or container"
     )
     with pytest.raises(NotProvisionedError) as err:
-        require_record(view, "inventories/home.py")
-    assert str(err.value) == f"ws1 runs no job: {view.note}; choose another host"
-    assert HostRecord.from_dict({**rec, "runtime": "venv"}).unusable() is None
+        require_record(newer, "inventories/home.py")
+    assert str(err.value) == f"ws1 runs no job: {newer.note}; choose another host"

@@ -143,11 +143,13 @@ def test_a_container_hosts_record_round_trips_its_runtime_and_image_digest() -> 
     """Issue 29: a container host's record names the runtime and the image the stack was checked in."""
     digest = "sha256:" + "c" * 64
     record = HostRecord(
-        host="ws", user="lab", venv="/opt/v", jobs_dir="/j", runtime="container", image="rocm/pytorch:t",
-        image_digest=digest,
+        host="ws", user="lab", venv="/opt/v", jobs_dir="/j", runtime="container",
+        image="localhost/radeonlab/train:0123456789ab", image_digest=digest,
+        base_image="rocm/pytorch:t", base_image_digest="sha256:" + "d" * 64,
     )  # fmt: skip
     again = HostRecord.from_dict(json.loads(json.dumps(record.to_dict())))
     assert again == record and (again.runtime, again.image_digest) == ("container", digest)
+    assert (again.base_image, again.base_image_digest) == ("rocm/pytorch:t", "sha256:" + "d" * 64)
     minimal = {"host": "ws", "user": "lab", "venv": "/v", "jobs_dir": "/j"}
     assert HostRecord.from_dict(minimal).runtime == "venv"
 
@@ -164,7 +166,9 @@ def test_a_host_record_written_before_the_typed_parts_reads_and_writes_back_the_
     assert record.torch.version == "2.13.0+cpu" and record.torch.hip is None and record.torch.source == "amd"
     assert record.cpu_torch and record.torch.cpu_allowed and record.unusable() is None
     # written back the same, plus the runtime fields added since (issue 29), at their venv defaults
-    assert record.to_dict() == {**data, "runtime": "venv", "image": "", "image_digest": ""}
+    added = {"runtime": "venv", "image": "", "image_digest": "", "base_image": "", "base_image_digest": "",
+             "container_command": [], "container_problem": None}  # fmt: skip
+    assert record.to_dict() == {**data, **added}
     # a host.json from before `source` existed: the part reads with its default
     older = {**data, "torch": {k: v for k, v in data["torch"].items() if k != "source"}}
     read = HostRecord.from_dict(older).torch

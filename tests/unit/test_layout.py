@@ -274,8 +274,6 @@ def loose_parts(hint: object) -> list[str]:
     return [p for arg in typing.get_args(hint) for p in loose_parts(arg)]
 
 
-
-
 def test_contract_fields_are_typed() -> None:
     """No field of a contract dataclass is typed Any or a bare dict/list, nor has Any inside (`extra`, the
     keys a newer version wrote, is typed as JSON values)."""

@@ -180,7 +180,7 @@ def shipped(tmp_path: Path) -> Path:
 def job_notifier(job_dir: Path, urls: list[str], python: str = sys.executable, rank: int = 0):
     env = {notifier.ENV: json.dumps(urls), "PATH": os.environ["PATH"]}
     job = SimpleNamespace(id="demo-1", host="ws1", rank=rank)
-    made = notifier.Notifier.for_job(str(job_dir), job, env, str(Path(python).with_name("llamafactory-cli")))
+    made = notifier.Notifier.for_job(str(job_dir), job, env, python)
     assert notifier.ENV not in env  # taken out of the training environment
     return made
 

@@ -37,11 +37,13 @@ with open("output/trainer_log.jsonl", "a") as f:
 open("output/adapter_model.safetensors", "wb").write(b"simulated adapter")
 """
 RUN = """
-import json, sys
+import json, os, sys
 from radeonlab.jobs.host.process import StateFile
+from radeonlab.jobs.host.runtime import Runtime
 from radeonlab.jobs.host.supervisor import Supervisor
 job_dir, argv, env = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.stdin.read())
-sys.exit(Supervisor(job_dir, argv, env, [], StateFile(job_dir)).run(False))
+venv = Runtime(venv=os.path.dirname(os.path.dirname(argv[0])))
+sys.exit(Supervisor(job_dir, argv, env, [], StateFile(job_dir), venv).run(False))
 """
 
 

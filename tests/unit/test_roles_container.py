@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from radeonlab.roles.container import plan
+from radeonlab.roles.container import images, plan
 from radeonlab.roles.container.defaults import DEFAULTS
 from radeonlab.roles.container.facts import LocalImageDigest, RegistryDigest
 from radeonlab.roles.verify.facts import CHECK_SCRIPT, StackReport
@@ -94,13 +94,26 @@ def test_unpinned_pull_is_the_plain_pull() -> None:
     assert plan.pull_command(IMAGE, "", None, None) == f"podman pull --quiet {IMAGE} >/dev/null"
 
 
-def test_default_image_is_named_as_amd_names_its_images() -> None:
-    """The product's default against AMD's documents (sandbox/amdworld/containers.yaml), not itself."""
+def test_amd_images_table_is_named_as_amd_names_its_images() -> None:
+    """The product's table of AMD's images (images.py) against AMD's documents as the test bed keeps them
+    (sandbox/amdworld/containers.yaml), not itself: every row a tag AMD's data lists, every tag a row."""
     amd = yaml.safe_load(
         (Path(__file__).parents[2] / "src/radeonlab/sandbox/amdworld/containers.yaml").read_text()
     )
     names = {f"{amd['registry']}/{amd['repository']}:{amd['tag_shape'].format(**t)}" for t in amd["tags"]}
-    assert DEFAULTS["container_image"] in names
+    assert {i.reference for i in images.AMD_IMAGES} == names
+    assert DEFAULTS["container_image"] == ""  # the stack's, from the table
+
+
+def test_default_image_follows_the_stacks_rocm_and_torch() -> None:
+    tag = "docker.io/rocm/pytorch:rocm{}_ubuntu24.04_py3.12_pytorch_release_{}"
+    assert images.default_image("7.2.4", "2.9.1") == tag.format("7.2.4", "2.9.1")
+    assert images.default_image("7.2.3", "2.10.0") == tag.format("7.2.3", "2.10.0")
+    # a series picks its newest release with that torch; a local version label is not the public version
+    assert images.default_image("7.2", "2.10.0+rocm7.2.4") == tag.format("7.2.4", "2.10.0")
+    with pytest.raises(ValueError, match="ROCm 10.1 with torch 2.14.0") as exc:
+        images.default_image("10.1", "2.14.0")  # the product's default stack: no image of AMD's known
+    assert "container_image" in str(exc.value)
 
 
 def _one_word(option: str) -> str:

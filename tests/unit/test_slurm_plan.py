@@ -421,8 +421,7 @@ def test_two_nodes_are_planned_as_ranks_of_one_job_on_every_candidate(
     [kw] = asked
     assert (kw["host"], kw["nodes"], kw["allow_shared"]) == ("ws1,ws3", 2, True)  # the bf16 nodes, as ranks
     assert [(n.host, n.env, n.nodes) for n in sp.plan.nodes] == [
-        (h, {"GLOO_SOCKET_IFNAME": "lo"}, Nodes(world_size=2))
-        for h in ("ws1", "ws3")
+        (h, {"GLOO_SOCKET_IFNAME": "lo"}, Nodes(world_size=2)) for h in ("ws1", "ws3")
     ]
     assert (sp.nodes, sp.constraint, sp.exclude) == (2, "bf16", ["sl-2"])
     assert said[-1].endswith("Slurm may run it on 2 of ws1, ws3 (--constraint=bf16)")

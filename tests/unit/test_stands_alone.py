@@ -72,11 +72,11 @@ def test_the_patterns_catch_each_kind_and_spare_a_hosts_own_paths() -> None:
     # The path samples are written in pieces, so that this file, like every other, names no build-machine
     # path as one word; the registry samples are made from REGISTRY_HOSTS.
     caught = {
-        "see .." "/shared/notes/speed.md": "a citation of the workplace's shared folder",
-        "recorded in shared" "/fixtures/lsb_release.txt": "a citation of the workplace's shared folder",
-        "written from /wo" "rk/wt-x/src": "a path of the build machine",
-        "the cache at /ro" "ot/.cache/pip": "a path of the build machine's home",
-        "cloned into /ro" "ot/radeonlab": "a path of the build machine's home",
+        "see ../shared/notes/speed.md": "a citation of the workplace's shared folder",
+        "recorded in shared/fixtures/lsb_release.txt": "a citation of the workplace's shared folder",
+        "written from /work/wt-x/src": "a path of the build machine",
+        "the cache at /root/.cache/pip": "a path of the build machine's home",
+        "cloned into /root/radeonlab": "a path of the build machine's home",
     }
     for host in REGISTRY_HOSTS:  # each registry host, as an index URL would name it
         caught[f"index https://{host.replace(chr(92), '')}/simple"] = "a package registry's host"
@@ -85,7 +85,7 @@ def test_the_patterns_catch_each_kind_and_spare_a_hosts_own_paths() -> None:
     for line in (
         "HOME=/root",
         "install -m 0600 key /root/.ssh/authorized_keys",
-        "https://example.org/wo" "rk/x.html",
+        "https://example.org/work/x.html",
         "https://repo.amd.com/rocm/packages/ubuntu2404",
         "https://download.pytorch.org/whl/rocm7.2",
         "pip's default index (PyPI), Debian's archive",

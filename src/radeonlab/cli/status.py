@@ -13,7 +13,8 @@ from radeonlab.contract.state import JobState
 @json_option
 def command(job_ref: str, inventory: str | None, host: str | None, as_json: bool) -> None:
     """Show JOB's state (queued/running/succeeded/failed/cancelled), why, its last step and loss, a loss
-    sparkline, its attempts and the exact base model. Exit 0 unless the job failed (1)."""
+    sparkline, its attempts, the exact base model and, on a container host, the image it ran in. Exit 0
+    unless the job failed (1)."""
     from radeonlab.cli.views import sparkline
     from radeonlab.jobs.host import metrics
     from radeonlab.jobs.track.follow import TRAINER_LOG
@@ -45,6 +46,10 @@ def command(job_ref: str, inventory: str | None, host: str | None, as_json: bool
                     "overrides": job.overrides,
                     "nodes": recorded["nodes"],
                     "exports": recorded["exports"],
+                    # where it ran (the launcher's record): "venv", or "container" and the image's digest
+                    "runtime": job.runtime or None,
+                    "image": job.image or None,
+                    "image_digest": job.image_digest or None,
                 }
             )
         else:
@@ -59,6 +64,8 @@ def command(job_ref: str, inventory: str | None, host: str | None, as_json: bool
             if job.model and job.model.name:
                 sha = f" @ {job.model.sha}" if job.model.sha else ""
                 click.echo(f"  base model: {job.model.name}{sha}")
+            if job.runtime == "container":
+                click.echo(f"  ran in the container image {job.image} @ {job.image_digest}")
             for key, value in job.overrides.items():
                 click.echo(f"  override: {key}={value}")
             for attempt in job.attempts if len(job.attempts) > 1 or job.result else []:

@@ -45,8 +45,9 @@ def _known(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------- the host
 
 
-# The start of unusable()'s reason for a host provisioned with another runtime than the venv.
+# The start of unusable()'s reason for a host provisioned with a runtime its record cannot run jobs in.
 RUNTIME_NO_JOBS_YET = "provisioned with radeonlab_runtime: "
+RUNTIMES = ("venv", "container")
 
 
 @dataclass
@@ -102,11 +103,19 @@ class HostRecord:
     access_groups: list[str] = field(default_factory=lambda: list(GPU_GROUPS))
     problem: str | None = None  # the deploy's verification failed: why (the host is then not usable)
     systemd: bool = False  # systemd is the host's init (cgroup memory limits: limits.memory_gb)
-    # The runtime the stack was checked in: "venv", or "container" (issue 29: AMD's ROCm PyTorch image
-    # `image`, by its manifest digest `image_digest`; jobs do not run in it yet).
+    # The runtime the stack was checked in and jobs run in: "venv", or "container" (issue 29): `image` is the
+    # image jobs run in (the training image built on the host, by its own tag) and `image_digest` its digest;
+    # `base_image` and `base_image_digest` name AMD's ROCm PyTorch image it was built from, as pulled.
+    # container_command: how the training user's own engine starts it for a job ("podman", "run", AMD's
+    # --device ... options as rootless Podman takes them), to which the job runner adds the job's mounts,
+    # environment names, the image and the program (jobs/host/runtime.py).
     runtime: str = "venv"
     image: str = ""
     image_digest: str = ""
+    base_image: str = ""
+    base_image_digest: str = ""
+    container_command: list[str] = field(default_factory=list)
+    container_problem: str | None = None  # why the training user's engine cannot start the image (no jobs)
 
     REQUIRED = ("host", "user", "venv", "jobs_dir")
 
@@ -134,8 +143,13 @@ class HostRecord:
             return f"host record lacks {', '.join(missing)}"
         if self.problem:
             return f"verification failed: {self.problem}"
-        if self.runtime != "venv":  # issue 29's job runner part is not built: a job there would not start
-            return f"{RUNTIME_NO_JOBS_YET}{self.runtime}: radeonlab runs jobs only in the venv runtime so far"
+        if self.runtime not in RUNTIMES:  # a newer deploy's runtime: this job runner cannot start it
+            return f"{RUNTIME_NO_JOBS_YET}{self.runtime}: this radeonlab runs jobs in {' or '.join(RUNTIMES)}"
+        if self.runtime == "container" and self.container_problem:  # the stack is fine, jobs cannot start
+            return f"{RUNTIME_NO_JOBS_YET}container: {self.container_problem}"
+        if self.runtime == "container" and not (self.image and self.container_command):
+            # a record from before jobs ran in the container (issue 29's first slice): re-run the deploy
+            return "host record of a container host names no image or container command"
         return None
 
     def training_gpus(self, wanted: Sequence[int] | None = None) -> list[GpuRecord]:
@@ -259,8 +273,14 @@ class JobRecord:
     result: Result | None = None  # which attempt and settings made the adapter (once one did)
     report: str = ""  # the supervisor's give-up report when no remedy was left
     exports: list[Export] = field(default_factory=list)  # merged models from `radeonlab export`
+    # Where the launcher ran it (the host record's, written at start): "venv", or "container" with the image
+    # and its manifest digest. "" on a job.json from before the field (those ran in the venv).
+    runtime: str = ""
+    image: str = ""
+    image_digest: str = ""
     extra: dict[str, JsonValue] = field(default_factory=dict)  # keys this version does not know, kept as is
 
+    RUNTIME_FIELDS: ClassVar[tuple[str, ...]] = ("runtime", "image", "image_digest")
     # the parts job.json has always written as {} when absent
     OPTIONAL_PARTS: ClassVar[dict[str, type[ModelRef | CodeDigest | Result | SlurmInfo | Nodes]]] = {
         "model": ModelRef,
@@ -275,6 +295,9 @@ class JobRecord:
         for name in self.OPTIONAL_PARTS:
             data[name] = data[name] or {}
         data["slurm"] = self.slurm.to_dict() if self.slurm else {}
+        for name in self.RUNTIME_FIELDS:  # written once the launcher knows: an older job.json stays as it was
+            if not data[name]:
+                del data[name]
         return {**data.pop("extra"), **data}
 
     @classmethod

@@ -3,10 +3,12 @@
 Reads top to bottom: find the GPUs once, then ROCm, the GPU environment, device access, the Python training
 stack, a verification that writes the host record (/etc/radeonlab/host.json) the job runner reads, and, in
 an inventory with the groups slurm_controller / slurm_nodes, Slurm (roles/slurm). A host with
-`radeonlab_runtime: container` gets Podman and AMD's ROCm PyTorch image (roles/container) instead of the
-Python stack, and its verification runs inside that image (issue 29: docs/design/containers-sandbox.md).
+`radeonlab_runtime: container` gets Podman, AMD's ROCm PyTorch image and a training image built on it with
+the lab's hash-locked stack (roles/container) instead of the venv, and its verification runs inside that
+image (issue 29: docs/design/containers-sandbox.md).
 """
 
+from pathlib import Path
 from typing import Any
 
 from pyinfra import host, logger
@@ -15,14 +17,16 @@ from pyinfra.operations import python
 
 from radeonlab.deploy.stack import choose_stack
 from radeonlab.roles.access import grant_gpu_access
-from radeonlab.roles.container import install_container_runtime
+from radeonlab.roles.container import LabLock, derived_current, install_container_runtime
 from radeonlab.roles.container.defaults import DEFAULTS as CONTAINER_DEFAULTS
 from radeonlab.roles.container.defaults import RUNTIME_DEFAULT, RUNTIMES
+from radeonlab.roles.container.images import default_image
+from radeonlab.roles.container.pins import pins_path
 from radeonlab.roles.container.plan import run_prefix
 from radeonlab.roles.gpu.defaults import DEFAULTS as GPU_DEFAULTS
 from radeonlab.roles.gpu.facts import AmdPciGpus
 from radeonlab.roles.gpu_env import configure_gpu_env
-from radeonlab.roles.python_stack import install_python_stack, lock_file
+from radeonlab.roles.python_stack import install_python_stack, lock_file, lock_inputs
 from radeonlab.roles.rocm import install_rocm
 from radeonlab.roles.rocm.driver import install_kernel_driver
 from radeonlab.roles.slurm import install_slurm_packages, is_controller_only, setup_slurm
@@ -79,13 +83,33 @@ def provision(after_reboot: bool = False) -> None:
         # the record.
         grant_gpu_access(check_devices=not cpu_only)
         if runtime == "container":
-            # The image brings ROCm's user space and torch: verify runs its stack check inside it, with the
-            # options AMD documents for ROCm containers. Jobs inside it are not done yet, nor Slurm
-            # (docs/design/containers-sandbox.md, Not done yet).
-            install_container_runtime()
-            image = str(host.data.get("container_image", CONTAINER_DEFAULTS["container_image"]))
+            # AMD's image brings ROCm's user space and torch; the deploy builds on it the training image with
+            # the rest of the lab's hash-locked stack, and verify runs its stack check inside that, with the
+            # options AMD documents for ROCm containers; jobs run in it the same way (jobs/host/runtime.py).
+            # Slurm there is not done yet (docs/design/containers-sandbox.md, Not done yet).
+            try:
+                image = str(host.data.get("container_image") or "") or default_image(
+                    stack.rocm_version, stack.torch.torch_version
+                )
+            except ValueError as e:
+                raise DeployError(f"{host.name}: {e}") from None
+            inputs = lock_inputs(stack)
+            lab_lock = LabLock(
+                inputs["data"], inputs["rocm_version"], inputs["cwd"], inputs["extras"],
+                inputs["index_args"], inputs["indexes"],
+            )  # fmt: skip
+            install_container_runtime(
+                image=image, pins_file=str(pins_path(Path(inputs["lock_dir"]))), lab_lock=lab_lock
+            )
+            train = derived_current(host.data.get)
             options = host.data.get("container_run_options", CONTAINER_DEFAULTS["container_run_options"])
-            verify_host(stack=stack, cpu_only=cpu_only, image=image, container=run_prefix(image, options))
+            verify_host(
+                stack=stack,
+                cpu_only=cpu_only,
+                image=train,
+                container=run_prefix(train, options),
+                run_options=options,  # jobs start the image with them too (the host record)
+            )
             return
         # pyinfra's @deploy types a role's result as OperationMeta; its wrapper returns the function's value
         sources: dict[str, Any] = setup_wheel_cache(  # type: ignore[assignment]  # pyinfra's typing (above)

@@ -9,6 +9,8 @@ Why each is needed (the error seen without it): docs/design/containers-sandbox.m
   with cgroups finds no controllers in the stub.
 - netns host: the host shares the machine's network namespace; bridge networking would change the machine's.
 - The SIMULATED registry (registry.py) serves plain HTTP: insecure for the engine.
+- podman build --isolation=chroot: the build's RUN steps (buildah, OCI isolation) join a cgroup whatever
+  containers.conf says ("could not join cgroup" without a cgroup hierarchy); chroot isolation joins none.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ def engine_data(registry_address: str) -> dict[str, Any]:
         "container_cgroups": "disabled",
         "container_netns": "host",
         "container_insecure_registries": [registry_address],
+        "container_build_options": ["--isolation=chroot"],
     }
 
 

@@ -1,8 +1,8 @@
 """One sandbox workstation (SIMULATED): its namespaces, its sshd, its card, commands run inside it.
 
 The set of hosts, their addresses, keys and inventory are radeonlab/sandbox/hosts.py's; this module is one
-host's life: start (setsid unshare + chroot + the simulated init), stop, sshd off/on, a simulated reboot, a
-card swap, and `exec` for tests' inspection. See hosts.py's docstring for the whole API.
+host's life: start (setsid unshare + chroot or pivot_root + the simulated init), stop, sshd off/on, a
+simulated reboot, a card swap, and `exec` for tests' inspection. See hosts.py's docstring for the whole API.
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ exec kill -INT 1
 # The namespace's setup, run by `sh` inside the new namespaces before it becomes the host's init.
 # The simulated card tree goes over /sys/class after the machine's sysfs is mounted read-only.
 START_SCRIPT = f"""
-r=$1 name=$2 sysclass=$3 syspci=$4 boot=$5
+r=$1 name=$2 sysclass=$3 syspci=$4 boot=$5 pivot=$6
+if [ -n "$pivot" ]; then mount --bind "$r" "$r"; fi  # pivot_root needs the new root to be a mount point
 mount -t proc -o nosuid,nodev,noexec proc "$r/proc"
 mount -t sysfs -o ro,nosuid,nodev,noexec sysfs "$r/sys"
 mount --bind "$sysclass" "$r/sys/class"
@@ -64,10 +65,19 @@ fi
 mount -t devpts -o newinstance,ptmxmode=0666,mode=0620,gid=5 devpts "$r/dev/pts"
 mount --bind "$r/dev/pts/ptmx" "$r/dev/ptmx"
 mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$r/dev/shm"
+if [ -n "$pivot" ]; then  # as a real host (systemd) has it: rootless Podman's --ipc=host binds it
+  mkdir -p "$r/dev/mqueue"; mount -t mqueue -o nosuid,nodev,noexec mqueue "$r/dev/mqueue"
+fi
 hostname "$name"
+if [ -n "$pivot" ]; then cd "$r"; pivot_root . .; umount -l .; r=/; fi
 exec chroot "$r" /usr/bin/env -i PATH={config.HOST_PATH} LANG=C.UTF-8 \\
   /usr/bin/python3 -u {config.HOST_INIT_PATH}
 """
+# A host whose training user runs rootless Podman (radeonlab_runtime: container) gets its rootfs as the root
+# mount of its mount namespace (pivot_root) instead of a chroot: the kernel refuses a chrooted process a new
+# user namespace (clone: EPERM), which rootless Podman needs. Its processes' /proc/PID/root then reads "/"
+# from this machine, so pids_rooted_in also compares the root directory itself (device and inode).
+PIVOT_DATA = ("radeonlab_runtime", "container")
 
 SSHD_CONFIG = """\
 ListenAddress {address}:{port}
@@ -118,8 +128,15 @@ def _alive(pid: int) -> bool:
 
 
 def pids_rooted_in(path: Path) -> list[int]:
-    """Processes whose root directory is `path` or below it (anything still running in a host)."""
+    """Processes whose root directory is `path` or below it (anything still running in a host): by the
+    root's path (a chroot), or by the root directory itself, `path` or a host's root folder under it
+    (<path>/root, <path>/*/root: a pivot_root host, whose root reads "/" from here)."""
     prefix = str(path).rstrip("/")
+    roots = set()
+    for candidate in (path, path / "root", *path.glob("*/root")):
+        with contextlib.suppress(OSError):
+            st = candidate.stat()
+            roots.add((st.st_dev, st.st_ino))
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -128,9 +145,17 @@ def pids_rooted_in(path: Path) -> list[int]:
             root = os.readlink(proc / "root")
         except OSError:
             continue
-        if (root == prefix or root.startswith(prefix + "/")) and _alive(int(proc.name)):
+        inside = root == prefix or root.startswith(prefix + "/")
+        if not inside and root == "/" and roots:
+            with contextlib.suppress(OSError):
+                st = (proc / "root").stat()
+                inside = (st.st_dev, st.st_ino) in roots and (st.st_dev, st.st_ino) != _OWN_ROOT
+        if inside and _alive(int(proc.name)):
             found.append(int(proc.name))
     return found
+
+
+_OWN_ROOT = (os.stat("/").st_dev, os.stat("/").st_ino)
 
 
 def mounts_under(path: Path) -> list[str]:
@@ -265,6 +290,7 @@ class SandboxHost:
             str(self.sysclass),
             str(self.dir / "syspci"),
             str(self.dir / simcards.BOOT_DRIVEN),
+            "1" if self.data.get(PIVOT_DATA[0]) == PIVOT_DATA[1] else "",
         ]
         with open(self.dir / "console.log", "ab") as console:  # the child keeps its own copy of the fd
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=console, stderr=console)

@@ -1,8 +1,9 @@
 """Sandbox workstations: real Debian hosts reachable over real SSH on loopback, one machine, no GPU.
 
 Each host is an overlayfs over the cached base rootfs (radeonlab/sandbox/rootfs.py; `cp -a` when overlayfs is
-unavailable), run in its own mount/UTS/IPC/PID namespaces (`setsid unshare ... --kill-child`) and chroot,
-with its own hostname, ed25519 host key, a SIMULATED init as PID 1 (host_init.py) that runs sshd on
+unavailable), run in its own mount/UTS/IPC/PID namespaces (`setsid unshare ... --kill-child`) and chroot
+(pivot_root for a host with `radeonlab_runtime: container`: rootless Podman needs a user namespace), with
+its own hostname, ed25519 host key, a SIMULATED init as PID 1 (host_init.py) that runs sshd on
 HOST_ADDRESS_PREFIX+N : HOST_PORT_BASE+N, a SIMULATED Radeon card (simcards.py: a sysfs tree bind-mounted
 over /sys/class and stand-in /dev/kfd, /dev/dri nodes), and the user HOST_USER (key login, passwordless
 sudo). The network namespace is the machine's, so hosts reach the mirrors and the loopback servers.
@@ -71,7 +72,6 @@ from radeonlab.sandbox.host import (  # one host's life; re-exported: callers kn
 __all__ = ["Sandbox", "SandboxError", "SandboxHost", "mounts_under", "pids_rooted_in"]
 
 
-
 def lease_holder(text: str) -> tuple[Path, int | None, int | None]:
     """A lease file's host folder, and the pid and start time of the process that leased it (none in a
     lease an older radeonlab wrote)."""
@@ -81,6 +81,7 @@ def lease_holder(text: str) -> tuple[Path, int | None, int | None]:
     if len(words) == 2 and all(w.isdigit() for w in words):
         return holder, int(words[0]), int(words[1])
     return holder, None, None
+
 
 class Sandbox:
     """A set of sandbox hosts sharing one state dir, client key and known_hosts file."""

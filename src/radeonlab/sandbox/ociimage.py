@@ -5,10 +5,12 @@ tag rocm<ROCm>_ubuntu<release>_py<python>_pytorch_release_<torch>), generated fr
 from the product's tables. Two uncompressed tar layers:
 - the sandbox's base rootfs (Debian 12, its Python 3.11 although the tag says py3.12: SIMULATED), without
   docs, man pages, locales and apt lists;
-- a SIMULATED torch: a package `torch` whose `__version__` is the tag's torch and ROCm ("2.9.1+rocm7.2.4")
-  and a SIMULATED.txt. It is not the CPU build the wheel index's stand-in torch repacks (amdwheels.py):
-  that is ~700 MB installed, and the e2e test's time is short; `import torch` shows the image's Python sees
-  the stand-in, nothing more. No ROCm inside.
+- a SIMULATED torch that trains: the machine's CPU torch wheel (the stand-in the SIMULATED AMD index
+  repacks too, wheelfiles.local_torch_wheel) unpacked into the image's dist-packages, its `__version__`
+  and METADATA set to the tag's torch and ROCm ("2.9.1+rocm7.2.4"), with torch/SIMULATED.txt; torch's own
+  dependencies (sympy, filelock, ...: its Requires-Dist) from the sandbox wheel cache (wheels.lock), as
+  AMD's image has them; and pip (the rootfs's own pip wheel, /usr/share/python-wheels), as AMD's image
+  has it. ~700 MB uncompressed. No ROCm inside: torch.version.hip is None (a CPU build).
 `variant` makes another image under the same name (a different config, same layers): the "different image
 under the pinned tag" of the tests.
 
@@ -25,16 +27,21 @@ import os
 import shutil
 import subprocess
 import tarfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name as normalize
 
-from radeonlab.sandbox import config, rootfs
+from radeonlab.sandbox import config, rootfs, wheels
+from radeonlab.sandbox.wheelfiles import local_torch_wheel
 
 # Change when what is built here changes: it is part of the cache key.
-GENERATION = "oci2"
+GENERATION = "oci3"
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
 CONFIG_TYPE = "application/vnd.oci.image.config.v1+json"
 LAYER_TYPE = "application/vnd.oci.image.layer.v1.tar"  # uncompressed: no gzip time on 2 cores
@@ -85,33 +92,105 @@ def _rootfs_layer(base: Path, out: Path) -> None:
     subprocess.run(cmd, check=True)
 
 
-def _torch_layer(torch_version: str, rocm: str) -> bytes:
-    files = {
-        f"{SITE_PACKAGES}/torch/__init__.py": (
-            '"""SIMULATED torch of the radeonlab sandbox image: no ROCm, no tensors."""\n'
-            f'__version__ = "{torch_version}"\n'
-            "\n\nclass _Cuda:\n    @staticmethod\n    def is_available() -> bool:\n        return False\n"
-            "\n\ncuda = _Cuda()\n"
-            # torch.version as a CPU build has it (no HIP, no CUDA): what verify's check reads
-            "\n\nclass version:\n    hip = None\n    cuda = None\n"
-        ),
-        f"{SITE_PACKAGES}/torch/SIMULATED.txt": (
-            f"SIMULATED stand-in for torch {torch_version} in AMD's rocm/pytorch image (ROCm {rocm}): "
-            "radeonlab sandbox, not AMD's image.\n"
-        ),
-    }
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for d in (f"{SITE_PACKAGES}/torch",):
-            info = tarfile.TarInfo(d)
-            info.type, info.mode = tarfile.DIRTYPE, 0o755
-            tar.addfile(info)
-        for path, text in files.items():
-            raw = text.encode()
-            info = tarfile.TarInfo(path)
-            info.size, info.mode = len(raw), 0o644
-            tar.addfile(info, io.BytesIO(raw))
-    return buf.getvalue()
+def _torch_member(name: str, data: bytes, old_info: str, version: str) -> tuple[str, bytes] | None:
+    """A member of the CPU torch wheel as the SIMULATED image has it: the version set to the tag's."""
+    if name.startswith(old_info):
+        if name.endswith("/RECORD"):
+            return None  # its hashes would name the old files
+        new = f"torch-{version}.dist-info/{name[len(old_info) :]}"
+        if name.endswith("/METADATA"):
+            lines = [
+                f"Version: {version}" if x.startswith("Version: ") else x for x in data.decode().split("\n")
+            ]
+            data = "\n".join(lines).encode()
+        return new, data
+    if name == "torch/version.py":
+        lines = data.decode().split("\n")
+        data = "\n".join(
+            f"__version__ = '{version}'" if x.startswith("__version__") else x for x in lines
+        ).encode()
+    return name, data
+
+
+def _add(tar: tarfile.TarFile, path: str, data: bytes, mode: int = 0o644) -> None:
+    info = tarfile.TarInfo(path)
+    info.size, info.mode = len(data), mode
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _unpack(tar: tarfile.TarFile, wheel: Path, seen: set[str], rename: Any = None) -> None:
+    """A wheel's files into dist-packages (a wheel install without scripts: purelib and platlib only)."""
+    with zipfile.ZipFile(wheel) as z:
+        for info in z.infolist():
+            if info.is_dir():
+                continue
+            name, data = info.filename, z.read(info)
+            if name.split("/", 1)[0].endswith(".data"):
+                continue
+            if rename is not None:
+                renamed = rename(name, data)
+                if renamed is None:
+                    continue
+                name, data = renamed
+            parts = name.split("/")
+            for i in range(1, len(parts)):
+                d = f"{SITE_PACKAGES}/{'/'.join(parts[:i])}"
+                if d not in seen:
+                    seen.add(d)
+                    dinfo = tarfile.TarInfo(d)
+                    dinfo.type, dinfo.mode = tarfile.DIRTYPE, 0o755
+                    tar.addfile(dinfo)
+            _add(tar, f"{SITE_PACKAGES}/{name}", data, 0o755 if info.external_attr >> 16 & 0o111 else 0o644)
+
+
+def _torch_deps(torch: Path, cached: dict[str, Path]) -> list[Path]:
+    """torch's Requires-Dist closure (no extras; markers for the image's Linux Python 3.11) as wheels of
+    the sandbox wheel cache."""
+    env: dict[str, str] = {k: str(v) for k, v in default_environment().items()}
+    env.update(python_version="3.11", sys_platform="linux", extra="")
+    env["platform_system"], env["platform_machine"] = "Linux", "x86_64"
+    out: dict[str, Path] = {}
+    todo = [torch]
+    while todo:
+        with zipfile.ZipFile(todo.pop()) as z:
+            meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+            text = z.read(meta).decode()
+        for line in text.splitlines():
+            if not line.startswith("Requires-Dist: "):
+                continue
+            req = Requirement(line.removeprefix("Requires-Dist: "))
+            name = normalize(req.name)
+            if (req.marker and not req.marker.evaluate(env)) or name in out or name not in cached:
+                continue
+            out[name] = cached[name]
+            todo.append(cached[name])
+    return [out[n] for n in sorted(out)]
+
+
+def _torch_layer(base: Path, torch_version: str, rocm: str, out: Path) -> None:
+    """The SIMULATED torch layer (see the module docstring) as a tar file at `out`."""
+    torch = local_torch_wheel()
+    old_info = "-".join(torch.name.split("-")[:2]) + ".dist-info/"
+    cached, _ = wheels.fetch_locked(wheels.check_lock())
+    pip = sorted((base / "usr/share/python-wheels").glob("pip-*.whl"))[-1]
+    seen: set[str] = set()
+    with tarfile.open(out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for d in ("usr", "usr/local", "usr/local/lib", "usr/local/lib/python3.11", SITE_PACKAGES):
+            dinfo = tarfile.TarInfo(d)
+            dinfo.type, dinfo.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(dinfo)
+            seen.add(d)
+        _unpack(tar, torch, seen, lambda n, d: _torch_member(n, d, old_info, torch_version))
+        for wheel in [*_torch_deps(torch, cached), pip]:
+            _unpack(tar, wheel, seen)
+        _add(
+            tar,
+            f"{SITE_PACKAGES}/torch/SIMULATED.txt",
+            (
+                f"SIMULATED stand-in for torch {torch_version} in AMD's rocm/pytorch image (ROCm {rocm}): "
+                f"the CPU build {torch.name}, radeonlab sandbox, not AMD's image.\n"
+            ).encode(),
+        )
 
 
 def _put(blobs: Path, data: bytes) -> str:
@@ -149,7 +228,9 @@ def _manifest(blobs: Path, layers: list[tuple[str, int]], tag: dict[str, str], v
 
 def cache_key(base: Path, tag: dict[str, str], variant: str) -> str:
     marker = (base / rootfs.MARKER).read_text()
-    return _sha(json.dumps([GENERATION, marker, tag, variant], sort_keys=True).encode())[:16]
+    torch = local_torch_wheel()
+    stand_in = [torch.name, torch.stat().st_size]
+    return _sha(json.dumps([GENERATION, marker, tag, variant, stand_in], sort_keys=True).encode())[:16]
 
 
 def ensure_image(
@@ -173,8 +254,11 @@ def ensure_image(
         root_hex = _file_sha(layer)
         size = layer.stat().st_size
         layer.rename(blobs / "sha256" / root_hex)
-        torch = _torch_layer(torch_version, tag["rocm"])
-        layers = [(root_hex, size), (_put(blobs, torch), len(torch))]
+        torch_tar = tmp / "torch.tar"
+        _torch_layer(base, torch_version, tag["rocm"], torch_tar)
+        torch_hex, torch_size = _file_sha(torch_tar), torch_tar.stat().st_size
+        torch_tar.rename(blobs / "sha256" / torch_hex)
+        layers = [(root_hex, size), (torch_hex, torch_size)]
         digest = _manifest(blobs, layers, tag, variant)
         record = {"name": data["repository"], "tag": data["tag_shape"].format(**tag), "digest": digest}
         (tmp / "image.json").write_text(json.dumps(record, indent=1) + "\n")

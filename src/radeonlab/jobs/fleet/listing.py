@@ -68,6 +68,8 @@ def row(listed: ListedJob) -> dict[str, Any]:
         "loss": progress.get("loss"),
         "duration_s": listed.summary.get("duration_s"),
         "overrides": dict(job.overrides),
+        "runtime": job.runtime or None,  # where the launcher ran it: "venv", or "container" in this image
+        "image_digest": job.image_digest or None,
         "source": "host",
         # its scheduler's word (a Slurm job: its controller here, its Slurm id once `fold_rows` asked Slurm)
         "slurm": scheduler_of(job).job_word(job),

@@ -154,6 +154,8 @@ def _die_with_parent() -> None:
 
 def run_llamafactory(venv: str, config_path: str, log_path: str) -> int:
     cli = os.path.join(venv, "bin", "llamafactory-cli")
+    if not os.path.exists(cli):  # in a container host's image (jobs/host/runtime.py): the image's own
+        cli = shutil.which("llamafactory-cli") or cli
     with open(log_path, "ab") as log:
         log.write(f"--- {now()} llamafactory-cli export {config_path}\n".encode())
         log.flush()

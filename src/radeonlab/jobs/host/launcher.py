@@ -48,7 +48,7 @@ from radeonlab.contract.jobdir import (
 )
 from radeonlab.contract.records import JobRecord
 from radeonlab.contract.state import EndReason, JobState
-from radeonlab.jobs.host import gpu_queue, supervisor
+from radeonlab.jobs.host import gpu_queue, runtime, supervisor
 from radeonlab.jobs.host.process import EXIT_LOCKED, StateFile, now, stop_group
 
 # A multi-node job started by Slurm's batch script (srun, one launcher per node): these come from the
@@ -161,19 +161,30 @@ def run(
         return states.finish(
             EndReason.GPU_BUSY, refusal + "; submit with --allow-shared to share it", exit_code=EXIT_LOCKED
         )
-    argv = [os.path.join(venv, "bin", "llamafactory-cli"), "train", os.path.join(job_dir, FILES["config"])]
-    env = child_env(job_dir, job, secrets, venv)  # held by the supervisor for every attempt
+    where = runtime.Runtime.of(runtime.read_record(), venv)  # the venv, or the host's image (issue 29)
+    record_runtime(job_dir, where)
+    argv = [where.program("llamafactory-cli"), "train", os.path.join(job_dir, FILES["config"])]
+    env = child_env(job_dir, job, secrets, venv, where)  # held by the supervisor for every attempt
     secrets.clear()
-    return supervisor.Supervisor(job_dir, argv, env, fds, states).run(resume, resume_max_step)
+    return supervisor.Supervisor(job_dir, argv, env, fds, states, where).run(resume, resume_max_step)
 
 
-def child_env(job_dir: str, job: JobRecord, secrets: dict[str, str], venv: str) -> dict[str, str]:
+def record_runtime(job_dir: str, where: runtime.Runtime) -> None:
+    """job.json names where the job runs: the runtime, and in a container the image and its digest."""
+    path = os.path.join(job_dir, FILES["job"])
+    write_json_atomic(path, {**read_json(path), **where.job_fields()})
+
+
+def child_env(
+    job_dir: str, job: JobRecord, secrets: dict[str, str], venv: str, where: runtime.Runtime | None = None
+) -> dict[str, str]:
     """The training process's environment: the login environment (profile.d: ROCm, the card's overrides),
-    the venv's bin first on PATH (LLaMA-Factory starts `torchrun` by name), the job's caches, its GPUs, its
-    env and secrets."""
+    the venv's bin first on PATH (LLaMA-Factory starts `torchrun` by name; in a container the image's PATH
+    has it), the job's caches, its GPUs, its env and secrets."""
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)  # radeonlab's host code is for the launcher, not for the training venv
-    env["PATH"] = os.path.join(venv, "bin") + os.pathsep + env.get("PATH", os.defpath)
+    if where is None or not where.container:
+        env["PATH"] = os.path.join(venv, "bin") + os.pathsep + env.get("PATH", os.defpath)
     for key, rel in supervisor.CACHE_ENV.items():
         env[key] = os.path.join(job_dir, rel)
         os.makedirs(env[key], exist_ok=True)
@@ -213,6 +224,7 @@ def cancel(job_dir: str, grace: float) -> int:
     until = time.monotonic() + CANCEL_SETTLE_S
     while alive(launcher, launcher_start) and time.monotonic() < until:
         time.sleep(0.1)
+    stop_container(job_dir, state)
     state = read_json(state_path)
     if state.get("state") not in FINISHED_STATES:
         # no launcher left to record the end (never started, killed, host rebooted): record it here
@@ -225,6 +237,17 @@ def cancel(job_dir: str, grace: float) -> int:
         write_json_atomic(state_path, state)
     print(json.dumps(state))
     return 0
+
+
+def stop_container(job_dir: str, state: Mapping[str, Any]) -> None:
+    """A container job's attempt: its container goes too (podman run passes SIGTERM on to it, but a
+    SIGKILLed `podman run` leaves the container running, holding the GPU)."""
+    job = read_json(os.path.join(job_dir, FILES["job"]))
+    if job.get("runtime") != "container" or not state.get("attempt"):
+        return
+    record = runtime.read_record()
+    where = runtime.Runtime.of(record, record.venv if record else "")
+    runtime.stop(where, runtime.container_name(os.path.basename(job_dir), str(state["attempt"])))
 
 
 def status(job_dir: str) -> int:

@@ -20,11 +20,14 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from radeonlab.contract.jobdir import FILES
 from radeonlab.contract.state import EndReason
+
+# (argv, env, what) -> the (argv, env) that run it in the host's runtime (jobs/host/runtime.py)
+Wrap = Callable[[list[str], dict[str, str], str], tuple[list[str], dict[str, str]]]
 
 # the secret's name: jobs/apply and jobs/track (laptop) and jobs/host/notify_send.py use it too
 ENV = "RADEONLAB_NOTIFY_URLS"
@@ -122,8 +125,18 @@ def result_fields(job_dir: str) -> dict[str, Any]:
 class Notifier:
     """Sends one job run's messages through one messenger process (see the module docstring)."""
 
-    def __init__(self, urls: str, python: str, code_dir: str, job_dir: str, job_id: str, host: str) -> None:
+    def __init__(
+        self,
+        urls: str,
+        python: str,
+        code_dir: str,
+        job_dir: str,
+        job_id: str,
+        host: str,
+        wrap: Wrap | None = None,
+    ) -> None:
         self.urls, self.python, self.code_dir = urls, python, code_dir
+        self.wrap = wrap  # runs the messenger in the host's runtime (the supervisor's in_runtime)
         self.job_dir, self.job_id, self.host = job_dir, job_id, host
         self.sent: set[str] = set()
         self.began = time.monotonic()
@@ -131,14 +144,15 @@ class Notifier:
         self.broken = False
 
     @classmethod
-    def for_job(cls, job_dir: str, job: Any, env: dict[str, str], trainer: str) -> Notifier:
-        """The job's notifier; takes the URLs out of `env` (the training environment). `trainer` is the
-        venv's llamafactory-cli: its python runs the messenger. Rank > 0 of a multi-node job: silent."""
+    def for_job(
+        cls, job_dir: str, job: Any, env: dict[str, str], python: str, wrap: Wrap | None = None
+    ) -> Notifier:
+        """The job's notifier; takes the URLs out of `env` (the training environment). `python`: the training
+        stack's (the venv's, or the image's run through `wrap`). Rank > 0 of a multi-node job: silent."""
         urls = env.pop(ENV, "")
         if job.rank > 0:
             urls = ""
-        python = os.path.join(os.path.dirname(trainer), "python")
-        return cls(urls, python, os.path.join(job_dir, FILES["code"]), job_dir, job.id, job.host)
+        return cls(urls, python, os.path.join(job_dir, FILES["code"]), job_dir, job.id, job.host, wrap)
 
     @property
     def enabled(self) -> bool:
@@ -173,6 +187,8 @@ class Notifier:
         argv += ["--attempts", str(int(NOTIFY["attempts"])), "--timeout", str(NOTIFY["timeout_s"])]
         argv += ["--backoff", str(NOTIFY["backoff_s"])]
         env = {**os.environ, "PYTHONPATH": self.code_dir, ENV: self.urls}
+        if self.wrap is not None:
+            argv, env = self.wrap(argv, env, "notify")
         self.proc = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,

@@ -97,6 +97,29 @@ def start_training(
         )
 
 
+def read_from(path: str, offset: int, limit: int | None = None) -> tuple[bytes, int]:
+    """Bytes appended to `path` since `offset` (at most the last `limit`), and the new offset."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < offset:
+                offset = 0
+            if limit is not None:
+                offset = max(offset, size - limit)
+            f.seek(offset)
+            data = f.read(size - offset)
+    except OSError:
+        return b"", offset
+    return data, offset + len(data)
+
+
+def file_size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
 def stop_group(pgid: int, signum: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signum)

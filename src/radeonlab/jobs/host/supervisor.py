@@ -35,8 +35,18 @@ from radeonlab.contract.parts import Result
 from radeonlab.contract.records import Attempt, JobRecord
 from radeonlab.contract.remedy import Remedy
 from radeonlab.contract.state import AttemptState, EndReason, JobState
-from radeonlab.jobs.host import health, metrics, notify_messenger, remedies
-from radeonlab.jobs.host.process import NO_ADAPTER, StateFile, has_result, now, start_training, stop_group
+from radeonlab.jobs.host import health, metrics, notify_messenger, remedies, runtime
+from radeonlab.jobs.host.process import (
+    NO_ADAPTER,
+    StateFile,
+    file_size,
+    has_result,
+    now,
+    read_from,
+    start_training,
+    stop_group,
+)
+from radeonlab.jobs.host.runtime import Runtime
 
 SUPERVISE: dict[str, float] = {
     "poll_s": 0.25,  # how often a running attempt's logs are read (a local file tail: cheap)
@@ -82,43 +92,28 @@ def cause_of(diagnosis: health.Diagnosis) -> str:
     return what + (f" at step {diagnosis.step}" if diagnosis.step is not None else "")
 
 
-def _read_from(path: str, offset: int, limit: int | None = None) -> tuple[bytes, int]:
-    """Bytes appended to `path` since `offset` (at most the last `limit`), and the new offset."""
-    try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size < offset:
-                offset = 0
-            if limit is not None:
-                offset = max(offset, size - limit)
-            f.seek(offset)
-            data = f.read(size - offset)
-    except OSError:
-        return b"", offset
-    return data, offset + len(data)
-
-
-def _size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
-
-
 class Supervisor:
     """One job's attempts, read from and recorded in its job.json."""
 
-    def __init__(self, job_dir: str, argv: list, env: dict, lock_fds: list, states: StateFile) -> None:
-        self.dir, self.argv, self.env, self.lock_fds, self.states = job_dir, argv, env, lock_fds, states
+    def __init__(self, job_dir: str, argv: list, env: dict, fds: list, states: StateFile, where: Runtime):
+        self.dir, self.argv, self.env, self.lock_fds, self.states = job_dir, argv, env, fds, states
+        self.runtime = where  # the training stack's: the venv, or the host's image (this stays on the host)
         self.job = JobRecord.from_dict(read_json(self.path(FILES["job"])))
         self.output = self.path(OUTPUT)
         self.child: subprocess.Popen | None = None
         self.signalled: int | None = None
         # the messenger takes the URLs out of the training environment
-        self.notifier = notify_messenger.Notifier.for_job(job_dir, self.job, self.env, argv[0])
+        self.notifier = notify_messenger.Notifier.for_job(
+            job_dir, self.job, self.env, self.runtime.program("python"), self.in_runtime
+        )
 
     def path(self, *names: str) -> str:
         return os.path.join(self.dir, *names)
+
+    def in_runtime(self, argv: list[str], env: dict[str, str], what: str) -> tuple[list[str], dict[str, str]]:
+        """(argv, env) running `argv` in the host's runtime; its container: radeonlab-<job>-<what>."""
+        name = runtime.container_name(self.job.id, what)
+        return self.runtime.command_for(argv, env, name=name, workdir=self.dir)
 
     # ------------------------------------------------------------------------------------------- records
 
@@ -228,10 +223,10 @@ class Supervisor:
             return None
         name, revision = model.name, model.sha or model.revision or "main"
         self.states.write(JobState.RUNNING, reason=f"downloading {name} into the host's model cache")
-        python = os.path.join(os.path.dirname(self.argv[0]), "python")
         env = {**self.env, "PYTHONPATH": self.path(FILES["code"])}
-        argv = [python, "-m", "radeonlab.jobs.host.models", "pull", name, "--revision", revision]
-        argv += ["--ref", model.revision or "main"] if model.sha else []  # offline: found
+        argv = [self.runtime.program("python"), "-m", "radeonlab.jobs.host.models", "pull", name]
+        argv += ["--revision", revision] + (["--ref", model.revision or "main"] if model.sha else [])
+        argv, env = self.in_runtime(argv, env, "pull")  # the Hub client is the training stack's
         with open(self.path(FILES["train_log"]), "ab") as log:
             where = env.get("HF_HUB_CACHE", "the Hub cache")
             log.write(f"radeonlab: pulling {name}@{revision} into {where}\n".encode())
@@ -262,14 +257,15 @@ class Supervisor:
         """Run one attempt to its end (or stop it at the first NaN); (exit code, diagnosis, process ids)."""
         trainer_log = os.path.join(self.output, TRAINER_LOG)
         train_log = self.path(FILES["train_log"])
-        log_start = text_at = _size(train_log)
-        log_at = _size(trainer_log)  # steps already there were logged by earlier attempts
+        log_start = text_at = file_size(train_log)
+        log_at = file_size(trainer_log)  # steps already there were logged by earlier attempts
         begun = time.time()
         attempt.state = AttemptState.RUNNING
         self.save_job()
         try:
             env = {**self.env, **{k: v for a in self.job.attempts for k, v in a.env.items()}}
-            self.child = start_training(self.dir, self.argv, env, self.lock_fds, self.job.limits or {})
+            argv, env = self.in_runtime(self.argv, env, str(attempt.n))
+            self.child = start_training(self.dir, argv, env, self.lock_fds, self.job.limits or {})
         except OSError as e:
             attempt.state, attempt.reason = AttemptState.FAILED, f"cannot start {self.argv[0]}: {e}"
             self.save_job()
@@ -284,13 +280,13 @@ class Supervisor:
         carry = ""
         while True:
             done = child.poll() is not None
-            data, log_at = _read_from(trainer_log, log_at)
+            data, log_at = read_from(trainer_log, log_at)
             reader.feed(data)
             if attempt.first_step is None and reader.points:  # recorded at once: a lost launcher keeps it
                 attempt.first_step = min(p.step for p in reader.points)
                 self.save_job()
                 self.notify("first_step", step=attempt.first_step, loss=reader.points[0].loss)
-            text, text_at = _read_from(train_log, text_at)
+            text, text_at = read_from(train_log, text_at)
             lines = (carry + text.decode(errors="replace")).rsplit("\n", 1)
             complete, carry = (lines[0], lines[1]) if len(lines) == 2 else ("", lines[0])
             if stopped is None and not self.cancelled() and self.signalled is None:
@@ -303,9 +299,11 @@ class Supervisor:
             time.sleep(SUPERVISE["poll_s"])
         code = child.wait()
         stop_group(child.pid, signal.SIGKILL)  # anything of its group still left (workers)
+        # a container outlives its killed `podman run` (a NaN stop's SIGKILL): it must not hold the GPU
+        runtime.stop(self.runtime, runtime.container_name(self.job.id, str(attempt.n)))
         self.child = None
         exit_code = 128 - code if code < 0 else code
-        log_tail, _ = _read_from(train_log, log_start, int(SUPERVISE["log_tail_bytes"]))
+        log_tail, _ = read_from(train_log, log_start, int(SUPERVISE["log_tail_bytes"]))
         diagnosis = health.diagnose(
             points=reader.points,
             log_text=log_tail.decode(errors="replace"),

@@ -16,7 +16,7 @@ class CardWishes:
     min_vram_gb: float | None = None  # decimal GB, as cards are sold
 
     def describe(self) -> str:
-        """"gfx110x, bf16, min_vram_gb 16", or "no wishes"."""
+        """ "gfx110x, bf16, min_vram_gb 16", or "no wishes"."""
         parts = [self.gfx_family or "", "bf16" if self.bf16 else ""]
         parts.append(f"min_vram_gb {self.min_vram_gb:g}" if self.min_vram_gb else "")
         return ", ".join(p for p in parts if p) or "no wishes"

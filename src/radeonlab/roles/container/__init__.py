@@ -1,19 +1,27 @@
-"""Install a container engine from the distribution's packages and pull the ROCm PyTorch image (issue 29).
+"""Install a container engine from the distribution's packages, pull AMD's ROCm PyTorch image and build on
+the host the training image jobs run in (issue 29).
 
 deploy/setup.py runs it on hosts with `radeonlab_runtime: container`. Idempotent through facts: the
-packages (apt's own), the engine's config files (files.put compares), the image (its digest on the host).
+packages (apt's own), the engine's config files (files.put compares), the image (its digest on the host;
+pinned by the inventory or the lab's pins file, pins.py), the derived image (its key label, derived.py).
+
+    install_container_runtime(image, pins_file, LabLock(...))   # deploy/setup.py fills them
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from io import StringIO
+from pathlib import Path
+from typing import Any
 
 from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import DeployError
-from pyinfra.operations import apt, files, server
+from pyinfra.operations import apt, files, python, server
 
-from radeonlab.roles.container import plan
+from radeonlab.roles.container import derived, operations, pins, plan
 from radeonlab.roles.container.defaults import DEFAULTS
 from radeonlab.roles.container.facts import LocalImageDigest, RegistryDigest
 from radeonlab.roles.privilege import as_root
@@ -23,8 +31,23 @@ def _data() -> dict:
     return {key: host.data.get(key) for key in DEFAULTS}
 
 
-@deploy("Container runtime: Podman and the ROCm PyTorch image", data_defaults=DEFAULTS)
-def install_container_runtime() -> None:
+@dataclass(frozen=True)
+class LabLock:
+    """Where the derived image's stack comes from: the lab's hash lock as roles/python_stack chooses a
+    venv's (deploy/setup.py fills it from that role's settings), the image's Python choosing the lock."""
+
+    data: Mapping[str, Any]  # python_stack settings (lock_key, lock_path read them)
+    rocm_version: str
+    cwd: str  # where pyinfra runs: the lab's `locks/` by default
+    extras: Sequence[str]
+    index_args: Sequence[str]  # pip's index options of the stack (a lock without URLs installs by name)
+    indexes: Sequence[str]
+
+
+@deploy("Container runtime: Podman, the ROCm PyTorch image and the training image", data_defaults=DEFAULTS)
+def install_container_runtime(image: str, pins_file: str, lab_lock: LabLock) -> None:
+    """`image`: the base image (container_image, else the stack's, images.py); `pins_file`: the lab's
+    image pins (pins.py); `lab_lock`: the stack's hash lock the derived image installs from."""
     data = _data()
     apt.packages(
         name=f"Install {', '.join(data['container_packages'])} from the distribution's packages",
@@ -43,15 +66,47 @@ def install_container_runtime() -> None:
             mode="644",
             **as_root(),
         )
-    image, pinned = str(data["container_image"]), str(data["container_image_digest"])
+    try:
+        pinned, source = pins.pinned(Path(pins_file), image, str(data["container_image_digest"]))
+    except ValueError as exc:
+        raise DeployError(f"{host.name}: {pins_file}: {exc}") from None
     local = host.get_fact(LocalImageDigest, image=image, **as_root())
     # Asked every run when pinned: a tag that moved in the registry is said at once, not at the next pull.
     served = host.get_fact(RegistryDigest, image=image, **as_root()) if pinned else None
     try:
-        command = plan.pull_command(image, pinned, local, served)
+        command = plan.pull_command(image, pinned, local, served, source)
     except plan.DigestMismatch as exc:
         raise DeployError(f"{host.name}: {exc}") from None
     if command:
         server.shell(
             name=f"Pull {image}" + (f" ({pinned})" if pinned else ""), commands=[command], **as_root()
         )
+    if not pinned:  # the first pull of this image in the lab: its digest becomes the lab's pin
+        python.call(
+            name=f"Pin {image}'s digest in the lab's {pins.FILE_NAME}",
+            function=operations.record_pin,
+            pins_file=pins_file,
+            image=image,
+            root_args=as_root(),
+        )
+    operations.derived_image(
+        name=f"Build the training image {data['container_derived_name']} (the lab's hash lock on {image})",
+        base=image,
+        image_name=data["container_derived_name"],
+        lock_data=dict(lab_lock.data),
+        rocm_version=lab_lock.rocm_version,
+        lock_cwd=lab_lock.cwd,
+        extras=list(lab_lock.extras),
+        provides=list(data["container_image_provides"]),
+        index_args=list(lab_lock.index_args),
+        indexes=list(lab_lock.indexes),
+        netns=str(data["container_netns"]),
+        build_options=list(data["container_build_options"]),
+        **as_root(),
+    )
+
+
+def derived_current(data_get: Any) -> str:
+    """The name verify runs its check in: `<container_derived_name>:current` (derived.py)."""
+    name = data_get("container_derived_name", DEFAULTS["container_derived_name"])
+    return f"{name}:{derived.CURRENT}"

@@ -12,13 +12,13 @@ DEFAULTS: dict[str, Any] = {
     # The distribution's own packages: Podman (Debian 12: 4.3.1, with crun, conmon, netavark) and skopeo,
     # which asks a registry for a tag's digest without pulling.
     "container_packages": ["podman", "skopeo"],
-    # AMD's ROCm PyTorch image, named the way AMD tags it on Docker Hub:
-    # rocm/pytorch:rocm<ROCm>_ubuntu<release>_py<python>_pytorch_release_<torch> (AMD's ROCm docs, "Installing
-    # PyTorch for ROCm": `docker pull rocm/pytorch:latest` or "a specific and supported configuration";
-    # this tag as used in public repositories with "PyTorch 2.9.1+ROCm 7.2.4").
-    "container_image": "docker.io/rocm/pytorch:rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.9.1",
+    # AMD's ROCm PyTorch image (the base of the training image). Empty: the stack's, from the table of AMD's
+    # images in images.py (the ROCm release and torch of the stack choice, AMD's tag shape
+    # rocm<ROCm>_ubuntu<release>_py<python>_pytorch_release_<torch>, sources there).
+    "container_image": "",
     # The image's manifest digest ("sha256:..."), pinned: a registry serving another digest under the tag
-    # fails the deploy (both digests named). Empty: no pin, the tag's image is pulled once and kept.
+    # fails the deploy (both digests named). Empty: the lab's pin (container-images.txt beside the lab's
+    # hash locks, written by the first deploy that pulls the image: pins.py) holds it the same way.
     "container_image_digest": "",
     # Engine settings, empty = the distribution's default. A host whose / is an overlayfs (some containers,
     # the test bed's hosts) needs storage driver "vfs"; a host without a cgroup hierarchy of its own needs
@@ -47,4 +47,23 @@ DEFAULTS: dict[str, Any] = {
     ],
     # Registries reached over plain HTTP ("host:port"): registries.conf's `insecure = true`.
     "container_insecure_registries": [],
+    # The training image built on the host FROM the base (derived.py): its name; tagged <key> and current.
+    "container_derived_name": "localhost/radeonlab/train",
+    # What the base image brings, left out of the derived image's install (PEP 503 names, fnmatch patterns):
+    # torch and its companions (AMD's image ships torch, torchvision, torchaudio and ROCm's triton: AMD's
+    # ROCm docs, "Installing PyTorch for ROCm"), AMD's ROCm and device wheels (the `rocm` selector,
+    # rocm-sdk-*, amd-torch-device-*: TheRock RELEASES.md's package graph; the image has ROCm installed).
+    "container_image_provides": [
+        "torch",
+        "torchvision",
+        "torchaudio",
+        "triton",
+        "pytorch-triton-rocm",
+        "rocm",
+        "rocm-sdk-*",
+        "amd-torch-device-*",
+    ],
+    # More `podman build` options, one argv word each (e.g. "--isolation=chroot" where the default OCI
+    # isolation cannot run: docs/design/containers-sandbox.md).
+    "container_build_options": [],
 }

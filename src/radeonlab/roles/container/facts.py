@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import shlex
+from typing import Any
 
 from pyinfra.api import FactBase
 
@@ -39,3 +41,43 @@ class RegistryDigest(FactBase):
 
     def process(self, output: list[str]) -> str | None:
         return _digest(output)
+
+
+class LocalImage(FactBase):
+    """What the host's Podman storage says of `image`: {"digest", "tags", "labels"}; None when Podman or the
+    image is missing. The derived image's labels say what it was built from (derived.py)."""
+
+    def command(self, image: str) -> str:
+        return (
+            "command -v podman >/dev/null || exit 0; "
+            f"podman image inspect {shlex.quote(image)} 2>/dev/null || true"
+        )
+
+    def process(self, output: list[str]) -> dict[str, Any] | None:
+        try:
+            found = json.loads("\n".join(output) or "[]")
+        except ValueError:
+            return None
+        if not found:
+            return None
+        info = found[0]
+        return {
+            "digest": str(info.get("Digest") or ""),
+            "tags": list(info.get("RepoTags") or []),
+            "labels": dict(info.get("Labels") or {}),
+        }
+
+
+class ImagePython(FactBase):
+    """The major.minor of `image`'s python3 (the lab's lock is per Python minor), by running it once:
+    `podman run --rm IMAGE python3 -c ...`; None when it does not run."""
+
+    def command(self, image: str, netns: str = "") -> str:
+        net = f"--network {shlex.quote(netns)} " if netns else ""
+        probe = "import sys; print('python %d.%d' % sys.version_info[:2])"
+        return (
+            f"podman run --rm {net}{shlex.quote(image)} python3 -c {shlex.quote(probe)} 2>/dev/null || true"
+        )
+
+    def process(self, output: list[str]) -> str | None:
+        return next((line.split()[1] for line in output if line.startswith("python ")), None)

@@ -36,26 +36,30 @@ class DigestMismatch(Exception):
     """The registry serves another image under the pinned image's name."""
 
 
-def mismatch_message(image: str, pinned: str, served: str) -> str:
+def mismatch_message(image: str, pinned: str, served: str, source: str = "container_image_digest") -> str:
+    """`source`: where the pin comes from (the inventory's container_image_digest, or the lab's pins file)."""
     return (
-        f"{image}: the registry serves {served}, not the pinned {pinned} (container_image_digest): another "
-        "image under the same name. Check it, then pin it (container_image_digest) or name the old one"
+        f"{image}: the registry serves {served}, not the pinned {pinned} ({source}): another image under "
+        "the same name. Check it, then pin it (container_image_digest, or its line in the lab's "
+        "container-images.txt) or name the old one"
     )
 
 
-def pull_command(image: str, pinned: str, local: str | None, served: str | None) -> str | None:
+def pull_command(
+    image: str, pinned: str, local: str | None, served: str | None, source: str = "container_image_digest"
+) -> str | None:
     """The pull to run, or None when the host has what it needs. Raises DigestMismatch when the registry
     is seen serving another digest than the pinned one. The command checks the pulled digest itself too:
     on a first deploy skopeo is not installed when the facts are read, and a tag can move between the two."""
     if pinned and served and served != pinned:
-        raise DigestMismatch(mismatch_message(image, pinned, served))
+        raise DigestMismatch(mismatch_message(image, pinned, served, source))
     if local and (not pinned or local == pinned):
         return None
     q = shlex.quote(image)
     pull = f"podman pull --quiet {q} >/dev/null"
     if not pinned:
         return pull
-    before, _, after = mismatch_message(image, pinned, "\0").partition("\0")
+    before, _, after = mismatch_message(image, pinned, "\0", source).partition("\0")
     return (
         f"{pull} && got=$(podman image inspect --format '{{{{.Digest}}}}' {q}) && "
         f'if [ "$got" != {shlex.quote(pinned)} ]; then '

@@ -239,6 +239,7 @@ OVERRIDE_REFERENCE: dict[str, str] = {t.arch.name: t.arch.reference for t in _RO
 CARD_NAMES: dict[tuple[int, int], str] = {k: v for t in _ROWS for k, v in t.cards.items()}
 CHIP_NAMES: dict[int, str] = {k: v for t in _ROWS for k, v in t.chips.items()}
 
+
 def wheel_targets(source: str) -> tuple[str, ...]:
     """The exact gfx targets the chosen torch wheel source ("amd" or "pytorch") carries code for."""
     return AMD_DEVICE_TARGETS if source == "amd" else PYTORCH_ORG_TARGETS

@@ -95,6 +95,23 @@ def lock_file(stack: StackChoice, sources: Mapping[str, Any] | None = None) -> P
         raise DeployError(f"{host.name}: {e}") from None
 
 
+def lock_inputs(stack: StackChoice, sources: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What choosing and installing the lab's hash lock takes, for a host that does not install the stack
+    in a venv (a container host's derived image: roles/container): the settings, the ROCm release, where
+    pyinfra runs, the extras, pip's index options and URLs, and the lab's lock folder. Settings only."""
+    data = {**settings(), **(sources or {})}
+    index_args, indexes = _index_args(data, stack.rocm_version)
+    return {
+        "data": data,
+        "rocm_version": stack.rocm_version,
+        "cwd": run_dir(),
+        "extras": list(data.get("python_stack_extras") or []),
+        "index_args": index_args,
+        "indexes": indexes,
+        "lock_dir": str(stack_lock.lab_lock_dir(data, run_dir())),
+    }
+
+
 @deploy("Install the Python training stack", data_defaults=DEFAULTS)
 def install_python_stack(stack: StackChoice, sources: Mapping[str, Any] | None = None) -> None:
     """`stack`: the host's stack choice (deploy/stack.py): its ROCm release and the training GPUs' exact

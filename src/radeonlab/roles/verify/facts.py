@@ -90,3 +90,35 @@ class StackCheckState(FactBase):
         except json.JSONDecodeError:
             saved = None  # a damaged file: the check runs again and rewrites it
         return {"fingerprint": [line for line in output if not line.startswith("saved=")], "saved": saved}
+
+
+class ImageId(FactBase):
+    """The image ID (its config's digest: the same in every store it is copied to) of `image` in the store
+    of the user the fact runs as; None when Podman or the image is missing."""
+
+    def command(self, image: str) -> str:
+        return (
+            "command -v podman >/dev/null || exit 0; cd / && "
+            f"podman image inspect --format '{{{{.Id}}}}' {shlex.quote(image)} 2>/dev/null || true"
+        )
+
+    def process(self, output: list[str]) -> str | None:
+        return next((line.strip() for line in output if line.strip()), None)
+
+
+class RootlessEngine(FactBase):
+    """Whether Podman starts for the user the fact runs as (rootless: it needs a user namespace of its own):
+    {"ok": True}, or {"ok": False, "error": its last lines}; None when Podman is not installed."""
+
+    def command(self) -> str:
+        return (
+            "command -v podman >/dev/null || exit 0; cd / && "
+            "if out=$(podman info --format '{{.Host.Security.Rootless}}' 2>&1); then echo ok; "
+            "else echo failed; printf '%s\\n' \"$out\" | grep -v 'level=warning' | tail -n 2; fi"
+        )
+
+    def process(self, output: list[str]) -> dict[str, object] | None:
+        lines = [line.strip() for line in output if line.strip()]
+        if not lines:
+            return None
+        return {"ok": lines[0] == "ok", "error": "; ".join(lines[1:])}

@@ -17,12 +17,19 @@ from pyinfra.api import operation
 from pyinfra.facts.files import Directory
 from pyinfra.operations import files
 
-from radeonlab.roles.container.facts import LocalImageDigest
+from radeonlab.roles.container.facts import LocalImage, LocalImageDigest
 from radeonlab.roles.gpu.cards import Gpu
-from radeonlab.roles.privilege import as_root
+from radeonlab.roles.privilege import as_root, as_user
 from radeonlab.roles.rocm.facts import RocmInstalledVersion
 from radeonlab.roles.verify import record as rec
-from radeonlab.roles.verify.facts import CHECK_SCRIPT, HostRecord, StackCheckState, StackReport
+from radeonlab.roles.verify.facts import (
+    CHECK_SCRIPT,
+    HostRecord,
+    ImageId,
+    RootlessEngine,
+    StackCheckState,
+    StackReport,
+)
 
 # host name -> (record, report, checked_at), filled as the operation runs; read by the end-of-run table.
 # checked_at is None when the check ran in this run, else when the reused report was observed.
@@ -52,6 +59,7 @@ def host_record(
     device_targets: Sequence[str] = (),
     image: str = "",
     container: str = "",
+    container_command: Sequence[str] = (),
 ):
     """Write the host record at `path` (root:root 0644) from what the host reports, and save the stack check
     with the digest of its inputs at `check_path` (root:root 0644).
@@ -59,10 +67,16 @@ def host_record(
     The facts are read inside the operation, so on a first run they see the stack the earlier operations
     installed. A record that differs only in volatile fields (written_at, vram_used) is left as it is.
     With `container` (the `podman run ... IMAGE` prefix; `image` its name) the check runs in the container,
-    and the record names runtime "container" and the image's digest, an input of the check.
+    and the record names runtime "container", the image's digest, an input of the check, and how jobs start
+    the image (`container_command`: the training user's own engine).
     """
     check_state = host.get_fact(StackCheckState, venv=venv, saved_path=check_path, user=user, devices=devices)
     image_digest = (host.get_fact(LocalImageDigest, image=image, **as_root()) or "") if container else ""
+    # A derived training image (roles/container derived.py) names itself and its base in its labels: the
+    # record names the image by its own tag (`image` is the moving `:current`), and AMD's base beside it.
+    found = host.get_fact(LocalImage, image=image, **as_root()) if container else None
+    labels = (found or {}).get("labels") or {}
+    jobs_problem = engine_problem(user) if container else None  # the stack is checked as root all the same
     # the image and how it runs are inputs of the check too
     ran_in = [f"container {container} {image_digest}"] if container else []
     inputs = rec.check_inputs(check_state["fingerprint"] + ran_in, CHECK_SCRIPT, matmul_size, gpus)
@@ -90,8 +104,12 @@ def host_record(
         torch_source=torch_source,
         device_targets=tuple(device_targets),
         runtime="container" if container else "venv",
-        image=image if container else "",
+        image=labels.get("radeonlab.image", image) if container else "",
         image_digest=image_digest,
+        container_command=tuple(container_command) if container and not jobs_problem else (),
+        container_problem=jobs_problem,
+        base_image=labels.get("radeonlab.base.image", ""),
+        base_image_digest=labels.get("radeonlab.base.digest", ""),
     )
     saved = None if recheck else rec.reusable_report(check_state["saved"], inputs)
     if rec.saved_check_will_do(ctx, old, saved):
@@ -107,7 +125,7 @@ def host_record(
     )
     if container:
         torch = (report or {}).get("torch")
-        logger.info(f"{host.name}: stack check in the container {image}@{image_digest}: torch {torch}")
+        logger.info(f"{host.name}: stack check in the container {ctx.image}@{image_digest}: torch {torch}")
     new = rec.record_for(ctx, report, now)
     current = rec.is_current(old, new)
     RESULTS[host.name] = (old if current and old else new, report, None)
@@ -124,3 +142,43 @@ def host_record(
         # as a failing command whose stderr is the one line (an exception raised here, at execution time,
         # would print gevent's traceback above pyinfra's own error line)
         yield f"echo {shlex.quote(f'radeonlab: {host.name}: ' + new['problem'])} >&2; exit 1"
+
+
+@operation()
+def user_image(image: str, user: str):
+    """Copy `image` from root's image store (where roles/container put it) into `user`'s own, which the
+    job runner's rootless Podman reads; nothing when the user has the same image ID already. Run as root.
+
+        user_image(name="Give lab the image", image="localhost/train:current", user="lab", **as_root())
+
+    A docker-archive keeps the image's name and its config, so its ID (what is compared) is the same."""
+    problem = engine_problem(user)
+    if problem:
+        logger.warning(f"{host.name}: no jobs in the container here: {problem}")
+        host.noop(f"{user}'s rootless Podman does not start: {problem}")
+        return
+    # the derived image's own tag (its label) is the one the host record and jobs name: both go across
+    labels = (host.get_fact(LocalImage, image=image, **as_root()) or {}).get("labels") or {}
+    named = str(labels.get("radeonlab.image") or image)
+    want = host.get_fact(ImageId, image=image, **as_root())
+    have = host.get_fact(ImageId, image=named, **as_user(user))
+    if want is None or have == want:
+        host.noop(f"{user} has {named} ({have})" if have else f"no {image} in root's store to copy")
+        return
+    q = " ".join(shlex.quote(n) for n in dict.fromkeys([image, named]))
+    yield (
+        't=$(mktemp -d /var/tmp/radeonlab-image.XXXXXX) && chmod 755 "$t" && '
+        f'podman save --quiet -m --format docker-archive -o "$t/image.tar" {q} && '
+        'chmod 644 "$t/image.tar" && '
+        f'runuser -l {shlex.quote(user)} -c "cd / && podman load --quiet -i $t/image.tar"; rc=$?; '
+        'rm -rf "$t"; exit $rc'
+    )
+
+
+def engine_problem(user: str) -> str | None:
+    """Why `user`'s rootless Podman cannot start containers (its error), or None when it can. Read at
+    execution time: on a first deploy Podman is installed by an earlier operation of the same run."""
+    engine = host.get_fact(RootlessEngine, **as_user(user))
+    if engine is None or engine["ok"]:
+        return None
+    return f"{user}'s rootless Podman does not start ({engine['error'] or 'podman info failed'})"

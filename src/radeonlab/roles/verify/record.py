@@ -19,6 +19,32 @@ VOLATILE_TOP = ("written_at",)
 VOLATILE_GPU = ("vram_used",)
 
 
+# How a job's container differs from the check's (jobs run rootless, as the training user, never sudo):
+# --userns=keep-id maps the user to itself inside (the job's files stay the user's); --group-add=keep-groups
+# passes the user's own supplementary groups (video, render: the access role's) on to /dev/kfd and /dev/dri,
+# where a named --group-add would be a group of the user namespace that owns no device. Podman refuses
+# keep-groups beside another --group-add (podman-run(1)), so AMD's named ones are left out.
+ROOTLESS_OPTIONS = ("--userns=keep-id", "--group-add=keep-groups")
+
+
+def job_container_command(run_options: Sequence[str], engine: str = "podman") -> list[str]:
+    """The host record's container_command: the training user's engine with AMD's run options as rootless
+    Podman takes them. ["--device=/dev/kfd", "--group-add=video"] -> [podman, run, --device=/dev/kfd,
+    --userns=keep-id, --group-add=keep-groups]."""
+    kept = [str(o) for o in run_options if not str(o).startswith("--group-add")]
+    return [engine, "run", *kept, *ROOTLESS_OPTIONS]
+
+
+# <venv>/bin/python on a container host: the laptop runs the venv tools (chat, export, models, fetch --try)
+# by that path on every host; here it starts them in the image (jobs/host/runtime.py exec), on the system
+# python3 with radeonlab's host code, which the tool's wrapper puts on PYTHONPATH.
+PYTHON_SHIM = """#!/bin/sh
+# Written by radeonlab (roles/verify): this host's training stack is in its container image, not a venv.
+# radeonlab's host tools run by this path start in the image (radeonlab.jobs.host.runtime).
+exec python3 -m radeonlab.jobs.host.runtime exec -- python "$@"
+"""
+
+
 def gpu_entry(gpu: Gpu) -> dict[str, Any]:
     """One GPU of the host record (contract GpuRecord)."""
     return asdict(
@@ -118,6 +144,10 @@ def build_record(
     runtime: str = "venv",
     image: str = "",
     image_digest: str = "",
+    base_image: str = "",
+    base_image_digest: str = "",
+    container_command: Sequence[str] = (),
+    container_problem: str | None = None,
 ) -> dict[str, Any]:
     """The host record (contract HostRecord) as JSON-ready data; `problem` set means: not usable, and why."""
     report = report or {}
@@ -148,6 +178,10 @@ def build_record(
         runtime=runtime,
         image=image,
         image_digest=image_digest,
+        base_image=base_image,
+        base_image_digest=base_image_digest,
+        container_command=list(container_command),
+        container_problem=container_problem,
     )
     return record.to_dict()
 
@@ -175,6 +209,10 @@ class RecordContext:
     runtime: str = "venv"  # or "container": the stack check ran in `image` (its digest: image_digest)
     image: str = ""
     image_digest: str = ""
+    base_image: str = ""  # AMD's image the derived `image` was built from (roles/container derived.py)
+    base_image_digest: str = ""
+    container_command: Sequence[str] = ()  # the engine and its run options: how jobs start the image
+    container_problem: str | None = None  # why the training user's engine cannot start it
 
 
 def record_for(ctx: RecordContext, report: Mapping[str, Any] | None, written_at: str) -> dict[str, Any]:
@@ -199,6 +237,10 @@ def record_for(ctx: RecordContext, report: Mapping[str, Any] | None, written_at:
         runtime=ctx.runtime,
         image=ctx.image,
         image_digest=ctx.image_digest,
+        base_image=ctx.base_image,
+        base_image_digest=ctx.base_image_digest,
+        container_command=list(ctx.container_command),
+        container_problem=ctx.container_problem,
     )
 
 
