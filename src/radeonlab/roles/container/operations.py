@@ -26,7 +26,11 @@ BUILD_DIR = "/var/lib/radeonlab/image-build"  # on the host: the Containerfile a
 
 def record_pin(state: Any, host: Any, pins_file: str, image: str, root_args: Mapping[str, Any]) -> None:
     """python.call's function (run on a first deploy of `image`, when no pin names it): the digest the host
-    pulled goes into the lab's pins file beside the locks. `root_args`: as_root(), decided when planned."""
+    pulled goes into the lab's pins file beside the locks. `root_args`: as_root(), decided when planned.
+
+        python.call(name="Pin ...", function=record_pin, pins_file="locks/container-images.txt",
+                    image="docker.io/rocm/pytorch:<tag>", root_args=as_root())
+    """
     digest = host.get_fact(LocalImageDigest, image=image, **root_args)
     if not digest:
         raise RuntimeError(f"{host.name}: {image} is not on the host after the pull: nothing to pin")
@@ -58,7 +62,11 @@ def derived_image(
 ):
     """Build `image_name:<key>` FROM the pulled `base` with the lab's locked stack (derived.py), unless the
     host has it. The lock is the lab's for the stack and the image's Python (`lock_data`, `rocm_version`,
-    `lock_cwd`: as roles/python_stack chooses a venv's); with none yet, the host fails in one line."""
+    `lock_cwd`: as roles/python_stack chooses a venv's); with none yet, the host fails in one line.
+
+        derived_image(name="Build the training image", base="docker.io/rocm/pytorch:<tag>",
+                      image_name="localhost/radeonlab/train", lock_data=..., ...)   # roles/container
+    """
     base_digest = host.get_fact(LocalImageDigest, image=base, **as_root())
     if not base_digest:
         yield _fail(f"{base} is not on the host: nothing to build the training image from")
