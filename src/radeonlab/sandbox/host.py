@@ -3,6 +3,8 @@
 The set of hosts, their addresses, keys and inventory are radeonlab/sandbox/hosts.py's; this module is one
 host's life: start (setsid unshare + chroot or pivot_root + the simulated init), stop, sshd off/on, a
 simulated reboot, a card swap, and `exec` for tests' inspection. See hosts.py's docstring for the whole API.
+Why this module is long: a host's start has two roots (chroot, or pivot_root for a container host whose
+rootless Podman needs a user namespace) and one teardown for both; split, each half would read the other.
 """
 
 from __future__ import annotations
