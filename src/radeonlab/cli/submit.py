@@ -109,6 +109,12 @@ def command(
     (hosts and why, precision, every key radeonlab changes, bytes to send, the VRAM estimate, the queue) and
     sends nothing. Exit status: 0 started (or queued), 1 it failed to start, 2 the spec or an option is wrong.
     """
+    from radeonlab.jobs.spec.load import load
+
+    # A spec that cannot be read (a FIFO, a device, an alias or template bomb) is refused before the
+    # job runner's imports (SSH, pyinfra) and the inventory, a program of the user's: those take seconds.
+    load(spec)
+
     from radeonlab.cli.views import rich_progress
     from radeonlab.errors import InventoryError
     from radeonlab.jobs.apply.submit import no_progress
