@@ -75,7 +75,12 @@ def make_venv(path: Path | None = None) -> Path:
     # torch first and alone, the CPU build from pip's configured find-links only (--no-index: PyPI's Linux
     # torch is a CUDA build of several GB). Its version does not matter: the keys are LLaMA-Factory's and
     # transformers' argument dataclasses, and the product's torch pin (pins["torch"]) is AMD's ROCm build.
-    subprocess.run([*pip, "--no-index", "--only-binary=:all:", "torch"], check=True)
+    # Its dependencies (filelock, sympy, ...) are not in those folders: torch alone first, then pip is asked
+    # for that exact version again, with the index, which keeps it and adds what it requires.
+    subprocess.run([*pip, "--no-index", "--no-deps", "--only-binary=:all:", "torch"], check=True)
+    show = [str(path / "bin" / "python"), "-c", "import importlib.metadata as m; print(m.version('torch'))"]
+    torch_version = subprocess.run(show, check=True, capture_output=True, text=True).stdout.strip()
+    subprocess.run([*pip, "--only-binary=:all:", f"torch=={torch_version}"], check=True)
     subprocess.run([*pip, *map(str, DEFAULTS["python_stack_requirements"])], check=True)
     subprocess.run([*pip, "--no-deps", f"llamafactory=={pins['llamafactory']}"], check=True)
     return path
