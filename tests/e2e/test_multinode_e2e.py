@@ -33,6 +33,7 @@ pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 INVENTORY = str(REPO / "inventories/sandbox.py")
 HOSTS = ("mn1", "mn2")
+GROUP = "multinode_pair"  # an inventory group of HOSTS alone (the sandbox inventory's sandbox_groups)
 JOBS_DIR = "/home/lab/radeonlab/jobs"
 STEPS = 40  # demo.yaml's own length: the loss falls clearly (docs/notes/llamafactory-cpu.md)
 TIMINGS: dict[str, float] = {}
@@ -65,7 +66,9 @@ def lab(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         port = free_port()
         hosts["mn1"].set_data(radeonlab_master_port=port)
         for host in hosts.values():  # pin gloo to loopback, as a user pins it to the LAN interface
-            host.set_data(radeonlab_node_env={"GLOO_SOCKET_IFNAME": "lo"})
+            # GROUP: placement here judges these two hosts only (the worker's sandbox may hold other
+            # modules' hosts, such as the session's provisioned RX 9070 XT, which is gfx120x)
+            host.set_data(radeonlab_node_env={"GLOO_SOCKET_IFNAME": "lo"}, sandbox_groups=[GROUP])
         work = tmp_path_factory.mktemp("multinode")
         spec = write_spec(work, {"max_steps": STEPS})
         data = demodata.write_dataset(work / "data")
@@ -164,7 +167,7 @@ def test_the_fetched_rank0_adapter_loads_and_was_trained(lab: TwoNodes, job: dic
 
 def test_placement_on_real_hosts_says_why_each_is_rejected(lab: TwoNodes, job: dict) -> None:
     spec = write_spec(lab.work / "big", {"max_steps": 1})
-    text = spec.read_text() + "radeonlab:\n  placement: {gfx_family: gfx120x}\n"
+    text = spec.read_text() + f"radeonlab:\n  placement: {{gfx_family: gfx120x, host_group: {GROUP}}}\n"
     spec.write_text(text)
     (lab.work / "big" / "tiny-llama").symlink_to(lab.work / "tiny-llama")
     demodata.write_dataset(lab.work / "big" / "data")
