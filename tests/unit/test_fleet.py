@@ -88,9 +88,9 @@ def test_probe_tool_reports_record_and_jobs(tmp_path: Path, sleepers: list) -> N
     path.write_text(json.dumps(record(str(jobs), pci_ids=False)))
     view = parse_probe("ws1", run_probe(tmp_path, path))
     assert view.reachable and view.provisioned and view.error is None and view.note == ""
-    assert [j["id"] for j in view.jobs] == ["dead-1", "done-1", "live-1", "q-1", "q-2", "q-gone"]
-    assert [j["id"] for j in view.live_jobs(JobState.RUNNING)] == ["live-1"]
-    assert [j["id"] for j in view.live_jobs(JobState.QUEUED)] == ["q-1", "q-2"]
+    assert [j.id for j in view.jobs] == ["dead-1", "done-1", "live-1", "q-1", "q-2", "q-gone"]
+    assert [j.id for j in view.live_jobs(JobState.RUNNING)] == ["live-1"]
+    assert [j.id for j in view.live_jobs(JobState.QUEUED)] == ["q-1", "q-2"]
     assert view.stale == ["dead-1"]
     assert view.queue() == {"0": 2, "cpu": 1}  # live-1 + q-1 on GPU 0, q-2 on the CPU
     shown = view.to_dict()
@@ -325,3 +325,22 @@ def test_a_container_runtime_host_takes_jobs_once_its_record_says_how_to_start_t
     with pytest.raises(NotProvisionedError) as err:
         require_record(newer, "inventories/home.py")
     assert str(err.value) == f"ws1 runs no job: {newer.note}; choose another host"
+
+
+def test_the_probe_job_summary_keys_are_the_contract_fields() -> None:
+    """jobs/host/probe.py writes a job summary by hand (stdlib, host side); contract/messages.py ProbeJob
+    reads it on the laptop: the same keys, for `summary` and `full`."""
+    from dataclasses import fields
+
+    from radeonlab.contract.messages import ProbeJob
+    from radeonlab.jobs.host.probe import job_summary
+
+    job = {"id": "a-1", "name": "a", "spec_file": "a.yaml", "created_at": "t", "host": "ws1", "gpus": [0]}
+    item = {"id": "a-1", "job": job, "state": {"state": "queued"}}
+    item["alive"] = True
+    summary, full = job_summary(item, False), job_summary(item, True, "/x")
+    names = {f.name for f in fields(ProbeJob)}
+    assert set(full) == names and set(summary) == names - {"job", "progress", "duration_s"}
+    parsed = ProbeJob.from_dict(full)
+    assert parsed.job is not None and parsed.job.name == "a"
+    assert parsed.gpus == [0] and parsed.progress is None

@@ -121,7 +121,8 @@ def test_the_estimate_counts_the_live_vram_reading_not_the_recorded_one(tmp_path
     asks = spec_asks(tmp_path, "per_device_train_batch_size: 1\n", LLAMA3_8B)
     views = fleet()
     busy_reading = recorded_reading(gpu("rx7900xtx"), vram_used=10 * 2**30)
-    views[0] = view(views[0].record, jobs=views[0].jobs, readings=[busy_reading])
+    views[0] = view(views[0].record, readings=[busy_reading])
+    views[0].jobs = fleet()[0].jobs  # the same queue
     chosen, decisions = choose(views, TARGETS, asks)
     assert lines(decisions)["ws-xtx"].startswith(
         "ws-xtx: rejected: GPU 0 AMD Radeon RX 7900 XTX: does not fit"

@@ -135,7 +135,7 @@ def fleet_table(views: Sequence[Any]) -> Table:
             str((record.get("torch") or {}).get("version") or "-"),
             "yes" if v.provisioned else v.no_stack_because or f"[yellow]no: {v.note}[/yellow]",
             "\n".join(
-                [j["id"] for j in v.jobs if j["state"].get("state") == JobState.RUNNING and j["alive"]]
+                [j.id for j in v.live_jobs(JobState.RUNNING)]
                 + [f"{j} (stale: process gone)" for j in v.stale]
             )
             or "-",

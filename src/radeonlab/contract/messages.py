@@ -1,5 +1,6 @@
 """The laptop <-> host messages of a job's start: the stage request (JSON on the stdin of
-`python3 -m radeonlab.jobs.host.stage`) and its answer, typed to their leaves.
+`python3 -m radeonlab.jobs.host.stage`) and its answer, typed to their leaves; and a job as the host's probe
+summarises it (`python3 -m radeonlab.jobs.host.probe --jobs`).
 
 The laptop writes them (jobs/apply/submit.py for submit, jobs/track/resume.py for resume); the host reads the
 request and writes the answer (jobs/host/stage.py). Both sides run the same shipped code (the job's code
@@ -14,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from radeonlab.contract.parts import JsonValue, known
-from radeonlab.contract.records import StateRecord
+from radeonlab.contract.records import JobRecord, StateRecord
 
 START_WAIT_S = 15.0  # how long stage waits for a new launcher to record its start (or its refusal)
 
@@ -80,3 +81,51 @@ class StageAnswer:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> StageAnswer:
         return cls(StateRecord.from_dict(data.get("state") or {}), data.get("alive"))
+
+
+@dataclass(frozen=True)
+class JobProgress:
+    """The latest logged step of a job's trainer log (the probe's `full` summary)."""
+
+    step: int | None = None
+    total_steps: int | None = None
+    loss: float | None = None  # None also for a NaN/Inf loss (JSON has no NaN)
+
+
+@dataclass
+class ProbeJob:
+    """One job as the host's probe summarises it (jobs/host/probe.py `job_summary` writes these keys): what
+    fleet, placement and the queue need; `--jobs full` adds the job record, its progress and how long it has
+    run (`radeonlab list`, the job handle, the dashboard). `state` is state.json as written; `alive` whether
+    its launcher or training still runs."""
+
+    id: str
+    state: StateRecord
+    alive: bool
+    gpus: list[int] = field(default_factory=list)
+    created_at: str | None = None
+    name: str | None = None
+    rank: int = 0
+    job: JobRecord | None = None  # full only
+    progress: JobProgress | None = None  # full only (None before the first logged step)
+    duration_s: float | None = None  # full only (None while it waits in line)
+
+    def reconciled(self) -> StateRecord:
+        """Its state as the laptop reads it: a live state whose processes are gone reads as ended."""
+        return self.state.reconciled(self.alive)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProbeJob:
+        job, progress = data.get("job"), data.get("progress")
+        return cls(
+            id=str(data["id"]),
+            state=StateRecord.from_dict(data.get("state") or {}),
+            alive=bool(data.get("alive")),
+            gpus=[int(g) for g in data.get("gpus") or []],
+            created_at=data.get("created_at"),
+            name=data.get("name"),
+            rank=int(data.get("rank") or 0),
+            job=JobRecord.from_dict(job) if isinstance(job, Mapping) else None,
+            progress=JobProgress(**known(JobProgress, progress)) if progress else None,
+            duration_s=data.get("duration_s"),
+        )

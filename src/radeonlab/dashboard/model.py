@@ -59,8 +59,8 @@ def host_row(view: HostView) -> dict[str, Any]:
     """The fleet table's row: reachable (or why not), provisioned (or why not), GPUs, running and queued."""
     record = view.raw_record or {}
     names = {int(g["index"]): str(g.get("name")) for g in record.get("gpus") or [] if "index" in g}
-    running = [j["id"] for j in view.live_jobs(JobState.RUNNING)]
-    queued = [j["id"] for j in view.live_jobs(JobState.QUEUED)]
+    running = [j.id for j in view.live_jobs(JobState.RUNNING)]
+    queued = [j.id for j in view.live_jobs(JobState.QUEUED)]
     return {
         "host": view.name,
         "reachable": view.reachable,

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from radeonlab.contract.messages import JobProgress, ProbeJob
 from radeonlab.contract.records import JobRecord, StateRecord
 from radeonlab.contract.state import JobState
 from radeonlab.jobs.fleet import store
@@ -34,18 +35,17 @@ class ListedJob:
     host: str
     job: JobRecord
     state: StateRecord  # reconciled: a live state whose launcher is gone reads as ended
-    alive: bool | None
-    summary: Mapping[str, Any]  # the probe's summary (progress, duration_s, ...)
+    alive: bool
+    probe: ProbeJob  # the probe's summary (progress, duration_s, ...)
 
 
 def jobs_of(view: HostView) -> list[ListedJob]:
     """The jobs of one reachable host's probe; a multi-node job once, on its rank 0."""
     listed = []
     for item in view.jobs:
-        if item.get("rank", 0) != 0:
+        if item.rank != 0 or item.job is None:  # a rank's copy; a summary without its record (not `full`)
             continue
-        state = StateRecord.from_dict(item["state"]).reconciled(item.get("alive"))
-        listed.append(ListedJob(view.name, JobRecord.from_dict(item["job"]), state, item.get("alive"), item))
+        listed.append(ListedJob(view.name, item.job, item.reconciled(), item.alive, item))
     return listed
 
 
@@ -53,7 +53,7 @@ def row(listed: ListedJob) -> dict[str, Any]:
     """One `list` row: the job, its state, its latest logged step and loss, how long it has run, and its
     overrides (a sweep's values tell its jobs apart)."""
     job, state = listed.job, listed.state
-    progress = listed.summary.get("progress") or {}
+    progress = listed.probe.progress or JobProgress()
     return {
         "id": job.id,
         "host": listed.host,
@@ -63,10 +63,10 @@ def row(listed: ListedJob) -> dict[str, Any]:
         "attempts": len(job.attempts),
         "reason": state.reason,
         "end_reason": state.end,
-        "step": progress.get("step"),
-        "total_steps": progress.get("total_steps"),
-        "loss": progress.get("loss"),
-        "duration_s": listed.summary.get("duration_s"),
+        "step": progress.step,
+        "total_steps": progress.total_steps,
+        "loss": progress.loss,
+        "duration_s": listed.probe.duration_s,
         "overrides": dict(job.overrides),
         "runtime": job.runtime or None,  # where the launcher ran it: "venv", or "container" in this image
         "image_digest": job.image_digest or None,

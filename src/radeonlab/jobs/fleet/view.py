@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from radeonlab.contract.messages import ProbeJob
 from radeonlab.contract.records import HOST_RECORD_SCHEMA, RUNTIME_NO_JOBS_YET, HostRecord
 from radeonlab.contract.state import JobState
 from radeonlab.errors import NotProvisionedError
@@ -78,7 +79,7 @@ class HostView:
     raw_record: dict[str, Any] | None = None  # as written, even when not usable (it may name the GPUs)
     note: str = ""
     gpus: list[GpuReading] = field(default_factory=list)
-    jobs: list[dict[str, Any]] = field(default_factory=list)  # jobs/host/probe.py job summaries
+    jobs: list[ProbeJob] = field(default_factory=list)  # the probe's job summaries
     seconds: float | None = None
     # what the lab's scheduler says of the host (jobs/scheduler describe_hosts: Slurm's node state), under
     # the scheduler's name; the jobs it holds pending (staged here, not started); and, for a host with no GPU
@@ -98,29 +99,27 @@ class HostView:
     def reading(self, index: int) -> GpuReading | None:
         return next((g for g in self.gpus if g.index == index), None)
 
-    def live_jobs(self, state: JobState) -> list[dict[str, Any]]:
-        return [j for j in self.jobs if j["state"].get("state") == state.value and j["alive"]]
+    def live_jobs(self, state: JobState) -> list[ProbeJob]:
+        return [j for j in self.jobs if j.state.state is state and j.alive]
 
     @property
     def queued(self) -> list[str]:
         """Jobs waiting here: in the host's own GPU queue (a live launcher), or staged here for a job the
         lab's scheduler holds pending (no launcher until Slurm starts it, here or on another candidate)."""
-        waiting = [j for j in self.jobs if j["state"].get("state") == JobState.QUEUED.value]
-        return [j["id"] for j in waiting if j["alive"] or j["id"] in self.scheduler_pending]
+        waiting = [j for j in self.jobs if j.state.state is JobState.QUEUED]
+        return [j.id for j in waiting if j.alive or j.id in self.scheduler_pending]
 
     @property
     def stale(self) -> list[str]:
         """Jobs recorded as running whose processes are gone (host rebooted, launcher killed)."""
-        return [
-            j["id"] for j in self.jobs if j["state"].get("state") == JobState.RUNNING.value and not j["alive"]
-        ]
+        return [j.id for j in self.jobs if j.state.state is JobState.RUNNING and not j.alive]
 
     def queue(self) -> dict[str, int]:
         """Queued + running jobs per GPU index ("cpu" for jobs without a GPU)."""
         out: dict[str, int] = {}
         for job in self.live_jobs(JobState.QUEUED) + self.live_jobs(JobState.RUNNING):
-            for gpu in job.get("gpus") or [CPU_SLOT]:
-                out[str(gpu)] = out.get(str(gpu), 0) + 1
+            for slot in [str(g) for g in job.gpus] or [CPU_SLOT]:
+                out[slot] = out.get(slot, 0) + 1
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -145,7 +144,7 @@ class HostView:
             "gpus": gpus,
             "rocm": (record.get("rocm") or {}).get("installed"),
             "torch": (record.get("torch") or {}).get("version"),
-            "running": [j["id"] for j in self.live_jobs(JobState.RUNNING)],
+            "running": [j.id for j in self.live_jobs(JobState.RUNNING)],
             "queued": self.queued,
             "stale": self.stale,
             "seconds": self.seconds,
@@ -179,7 +178,7 @@ def parse_probe(name: str, data: Mapping[str, Any]) -> HostView:
     raw = data.get("record") if isinstance(data.get("record"), dict) else None
     view = HostView(name, raw_record=raw, note=str(data.get("record_error") or ""))
     view.gpus = [GpuReading(**g) for g in data.get("gpus") or []]
-    view.jobs = list(data.get("jobs") or [])
+    view.jobs = [ProbeJob.from_dict(j) for j in data.get("jobs") or []]
     view.paths = dict(data.get("paths") or {})
     if isinstance(data.get("blobs"), list):
         view.blobs = frozenset(str(b) for b in data["blobs"])

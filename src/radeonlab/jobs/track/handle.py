@@ -17,6 +17,7 @@ from pathlib import Path
 
 from radeonlab.contract.jobdir import JobDir
 from radeonlab.contract.jobid import is_job_id
+from radeonlab.contract.messages import ProbeJob
 from radeonlab.contract.records import HostRecord, JobRecord, StateRecord
 from radeonlab.errors import (
     InputError,
@@ -98,7 +99,7 @@ class JobHandle:
                 continue
             try:
                 view = read_host(remote, jobs="full", ids=[job_id])
-                found = [j for j in view.jobs if j["id"] == job_id and j["rank"] == 0]
+                found = [j for j in view.jobs if j.id == job_id and j.rank == 0]
                 if not found:
                     remote.close()
                     continue
@@ -148,7 +149,7 @@ class JobHandle:
 
     def refresh(self) -> JobHandle:
         view = read_host(self.remote, jobs="full", ids=[self.id])
-        found = [j for j in view.jobs if j["id"] == self.id]
+        found = [j for j in view.jobs if j.id == self.id]
         if not found:
             raise JobNotFoundError(f"{self.target.name} has no job {self.id} any more")
         self.job, self.state, self.alive = _parse(found[0])
@@ -213,7 +214,7 @@ class JobHandle:
         """Each other rank's state as its host reads it now (a rank whose process is gone reads as ended)."""
 
         def state_on(remote: Remote, _record: HostRecord) -> StateRecord:
-            found = [j for j in read_host(remote, jobs="full", ids=[self.id]).jobs if j["id"] == self.id]
+            found = [j for j in read_host(remote, jobs="full", ids=[self.id]).jobs if j.id == self.id]
             if not found:
                 raise JobNotFoundError(f"{remote.target.name} has no job {self.id} any more")
             return _parse(found[0])[1]
@@ -226,6 +227,7 @@ class JobHandle:
         return scheduler_of(self.job, self.targets).cancel(self)
 
 
-def _parse(item: dict) -> tuple[JobRecord, StateRecord, bool | None]:
-    state = StateRecord.from_dict(item["state"]).reconciled(item.get("alive"))
-    return JobRecord.from_dict(item["job"]), state, item.get("alive")
+def _parse(item: ProbeJob) -> tuple[JobRecord, StateRecord, bool | None]:
+    if item.job is None:  # read_host(jobs="full") asked for the record
+        raise JobNotFoundError(f"the probe gave no job record for {item.id}")
+    return item.job, item.reconciled(), item.alive

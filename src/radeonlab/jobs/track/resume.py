@@ -96,10 +96,10 @@ def resume_ranks(handle: JobHandle, values: Mapping[str, str]) -> StateRecord:
             remote = connect(target)
             opened.append(remote)
             view = read_host(remote, jobs="full", ids=[handle.id])
-            found = [j for j in view.jobs if j["id"] == handle.id]
+            found = [j for j in view.jobs if j.id == handle.id]
             if not found:
                 raise JobStateError(f"{handle.id}: rank {rank}'s copy is not on {target.name}: cannot resume")
-            if found[0]["alive"]:
+            if found[0].alive:
                 raise JobStateError(
                     f"{handle.id} (rank {rank} on {target.name}) is still running: cancel it first"
                 )
