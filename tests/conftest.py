@@ -33,6 +33,7 @@ _TIMINGS: dict[str, float] = {}
 # their collection order (tests/e2e, then tests/unit's short files, which fill the end).
 LONGEST_FIRST = (
     "tests/e2e/test_slurm.py",
+    "tests/e2e/test_container_e2e.py",  # a deploy with an image build, then jobs in containers
     "tests/e2e/test_ansible_anchor.py",
     "tests/unit/test_bench_report.py",  # the reduced bench: every section on 2 hosts
     "tests/e2e/test_wheel_cache.py",

@@ -79,7 +79,8 @@ def test_a_container_attempt_mounts_the_job_and_cache_and_passes_names_not_value
     assert argv[:4] == ["podman", "run", "--device=/dev/kfd", "--userns=keep-id"]
     assert argv[image_at + 1 :] == ["llamafactory-cli", "train", f"{job_dir}/config.yaml"]
     opts = argv[4:image_at]
-    assert "--rm" in opts and "--name=radeonlab-demo-1-1" in opts and "--network=host" in opts
+    assert "--rm" in opts and "--init" in opts  # --init: a stop signal reaches the training (not PID 1)
+    assert "--name=radeonlab-demo-1-1" in opts and "--network=host" in opts
     pairs = list(zip(opts, opts[1:], strict=False))
     mounts = {b for a, b in pairs if a == "-v"}
     assert mounts == {f"{job_dir}:{job_dir}", "/home/lab/models:/home/lab/models"}  # at the same paths
@@ -125,15 +126,21 @@ def test_the_job_record_names_the_runtime_only_once_the_launcher_wrote_it() -> N
 
 ENGINE = f"""#!{sys.executable}
 # SIMULATED podman: `run` starts the program after the image with only the -e names (from its own
-# environment) and -e NAME=VALUE pairs, in the -w folder, the program looked up in the image's bin folder;
+# environment) and -e NAME=VALUE pairs, in the -w folder, the program looked up in the image's bin folder,
+# as a process of its own session (the container), and waits for it: as with the real client, a signal to
+# `run` ends the client and leaves the container running. `kill --signal=N NAME` signals the container;
 # `rm` is logged. Every call is logged (argv and which variables it was given) to engine.log.
-import json, os, sys
+import json, os, signal, sys
 args = sys.argv[1:]
-log = os.path.join(os.environ["ENGINE_LOG_DIR"], "engine.log")
-with open(log, "a") as f:
+logs = os.environ["ENGINE_LOG_DIR"]
+with open(os.path.join(logs, "engine.log"), "a") as f:
     f.write(json.dumps({{"argv": args, "env_keys": sorted(os.environ)}}) + "\\n")
+if args[0] == "kill":
+    pid = int(open(os.path.join(logs, args[-1] + ".pid")).read())
+    os.kill(pid, int(args[1].removeprefix("--signal=")))
 if args[0] != "run":
     sys.exit(0)
+container = next(a for a in args if a.startswith("--name=")).removeprefix("--name=")
 image = os.environ["ENGINE_IMAGE"]
 at = args.index(image)
 opts, program = args[1:at], args[at + 1:]
@@ -146,7 +153,13 @@ for flag, value in zip(opts, opts[1:]):
         workdir = value
 env["PATH"] = os.environ["ENGINE_IMAGE_BIN"]
 os.chdir(workdir)
-os.execve(os.path.join(env["PATH"], program[0]), program, env)
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    os.execve(os.path.join(env["PATH"], program[0]), program, env)
+open(os.path.join(logs, container + ".pid"), "w").write(str(pid))
+status = os.waitpid(pid, 0)[1]
+sys.exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
 """
 
 FAKE_CLI = f"""#!{sys.executable}
@@ -217,7 +230,11 @@ def test_the_nan_ladder_runs_each_attempt_in_its_own_container(tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     final = json.loads((job / "job.json").read_text())
     assert [a["state"] for a in final["attempts"]] == ["stopped", "stopped", "succeeded"]
+    # stopped through the engine: the container's SIGTERM ended the training (128 + 15), no SIGKILL needed
+    assert [a["exit_code"] for a in final["attempts"]] == [143, 143, 0], final["attempts"]
     calls = [json.loads(line) for line in (tmp_path / "engine.log").read_text().splitlines()]
+    kills = [c["argv"] for c in calls if c["argv"][0] == "kill"]
+    assert kills == [["kill", "--signal=15", f"radeonlab-{job.name}-{n}"] for n in (1, 2)]
     runs = [c["argv"] for c in calls if c["argv"][0] == "run"]
     names = [next(a for a in r if a.startswith("--name=")) for r in runs]
     assert names == [f"--name=radeonlab-{job.name}-{n}" for n in (1, 2, 3)]

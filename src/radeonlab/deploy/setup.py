@@ -15,9 +15,15 @@ from pyinfra import host, logger
 from pyinfra.api.exceptions import DeployError
 from pyinfra.operations import python
 
+from radeonlab.deploy.meeting import meet
 from radeonlab.deploy.stack import choose_stack
 from radeonlab.roles.access import grant_gpu_access
-from radeonlab.roles.container import LabLock, derived_current, install_container_runtime
+from radeonlab.roles.container import (
+    LabLock,
+    build_training_image,
+    derived_current,
+    install_container_runtime,
+)
 from radeonlab.roles.container.defaults import DEFAULTS as CONTAINER_DEFAULTS
 from radeonlab.roles.container.defaults import RUNTIME_DEFAULT, RUNTIMES
 from radeonlab.roles.container.images import default_image
@@ -30,6 +36,7 @@ from radeonlab.roles.python_stack import install_python_stack, lock_file, lock_i
 from radeonlab.roles.rocm import install_rocm
 from radeonlab.roles.rocm.driver import install_kernel_driver
 from radeonlab.roles.slurm import install_slurm_packages, is_controller_only, setup_slurm
+from radeonlab.roles.stack import StackChoice
 from radeonlab.roles.verify import verify_host
 from radeonlab.roles.wheel_cache import setup_wheel_cache
 
@@ -82,25 +89,31 @@ def provision(after_reboot: bool = False) -> None:
         # wheel cache when the inventory names one: its host downloads and serves before any host installs),
         # the record.
         grant_gpu_access(check_devices=not cpu_only)
-        if runtime == "container":
-            # AMD's image brings ROCm's user space and torch; the deploy builds on it the training image with
-            # the rest of the lab's hash-locked stack, and verify runs its stack check inside that, with the
-            # options AMD documents for ROCm containers; jobs run in it the same way (jobs/host/runtime.py).
-            # Slurm there is not done yet (docs/design/containers-sandbox.md, Not done yet).
-            try:
-                image = str(host.data.get("container_image") or "") or default_image(
-                    stack.rocm_version, stack.torch.torch_version
-                )
-            except ValueError as e:
-                raise DeployError(f"{host.name}: {e}") from None
-            inputs = lock_inputs(stack)
-            lab_lock = LabLock(
-                inputs["data"], inputs["rocm_version"], inputs["cwd"], inputs["extras"],
-                inputs["index_args"], inputs["indexes"],
-            )  # fmt: skip
-            install_container_runtime(
-                image=image, pins_file=str(pins_path(Path(inputs["lock_dir"]))), lab_lock=lab_lock
+        if runtime == "venv":
+            # pyinfra's @deploy types a role's result as OperationMeta; its wrapper returns the function's
+            # value
+            sources: dict[str, Any] = setup_wheel_cache(  # type: ignore[assignment]  # pyinfra's typing (above)
+                stack=stack, stack_of=choose_stack
             )
+            lock = lock_file(stack, sources)
+            if lock.exists():
+                logger.info(f"{host.name}: installs the Python stack from the hash lock {lock}")
+            else:
+                logger.info(f"{host.name}: no hash lock for its Python stack yet: this deploy writes {lock}")
+            install_python_stack(stack=stack, sources=sources)
+        else:
+            image, lab_lock = container_inputs(stack)
+            install_container_runtime(image=image, pins_file=str(pins_path(Path(lab_lock.lock_dir))))
+        # Every host of the run passes here together (deploy/meeting.py): in a run with both runtimes, a venv
+        # host has written the lab's hash lock (above) before a container host builds its image from it.
+        meet(name="The lab's hash locks are written", why="a container host builds its image from one next")
+        if runtime == "venv":
+            verify_host(stack=stack, cpu_only=cpu_only)
+        else:
+            # AMD's image brings ROCm's user space and torch; the training image adds the rest of the lab's
+            # hash-locked stack, and verify runs its stack check inside it, with the options AMD documents
+            # for ROCm containers; jobs run in it the same way (jobs/host/runtime.py).
+            build_training_image(image=image, lab_lock=lab_lock)
             train = derived_current(host.data.get)
             options = host.data.get("container_run_options", CONTAINER_DEFAULTS["container_run_options"])
             verify_host(
@@ -110,18 +123,24 @@ def provision(after_reboot: bool = False) -> None:
                 container=run_prefix(train, options),
                 run_options=options,  # jobs start the image with them too (the host record)
             )
-            return
-        # pyinfra's @deploy types a role's result as OperationMeta; its wrapper returns the function's value
-        sources: dict[str, Any] = setup_wheel_cache(  # type: ignore[assignment]  # pyinfra's typing (above)
-            stack=stack, stack_of=choose_stack
-        )
-        lock = lock_file(stack, sources)
-        if lock.exists():
-            logger.info(f"{host.name}: installs the Python stack from the hash lock {lock}")
-        else:
-            logger.info(f"{host.name}: no hash lock for its Python stack yet: the first deploy writes {lock}")
-        install_python_stack(stack=stack, sources=sources)
-        verify_host(stack=stack, cpu_only=cpu_only)
+            return  # Slurm on a container host is not done yet (docs/design/containers-sandbox.md)
 
     # 4. Slurm, after every record is written (slurm.conf is made from them); nothing without its groups.
     setup_slurm(stack=stack)
+
+
+def container_inputs(stack: StackChoice) -> tuple[str, LabLock]:
+    """A container host's base image (container_image, else AMD's image of the stack: images.py) and the
+    lab's hash lock its training image installs (as roles/python_stack chooses a venv's)."""
+    try:
+        image = str(host.data.get("container_image") or "") or default_image(
+            stack.rocm_version, stack.torch.torch_version
+        )
+    except ValueError as e:
+        raise DeployError(f"{host.name}: {e}") from None
+    inputs = lock_inputs(stack)
+    lab_lock = LabLock(
+        inputs["data"], inputs["rocm_version"], inputs["cwd"], inputs["extras"],
+        inputs["index_args"], inputs["indexes"], inputs["lock_dir"],
+    )  # fmt: skip
+    return image, lab_lock

@@ -9,8 +9,10 @@ from the product's tables. Two uncompressed tar layers:
   repacks too, wheelfiles.local_torch_wheel) unpacked into the image's dist-packages, its `__version__`
   and METADATA set to the tag's torch and ROCm ("2.9.1+rocm7.2.4"), with torch/SIMULATED.txt; torch's own
   dependencies (sympy, filelock, ...: its Requires-Dist) from the sandbox wheel cache (wheels.lock), as
-  AMD's image has them; and pip (the rootfs's own pip wheel, /usr/share/python-wheels), as AMD's image
-  has it. ~700 MB uncompressed. No ROCm inside: torch.version.hip is None (a CPU build).
+  AMD's image has them; torchaudio, as AMD's image has it (the sandbox index's repack of the locked
+  torchaudio, without its CUDA-linked libraries: LLaMA-Factory imports it even for text training); and pip
+  (the rootfs's own pip wheel, /usr/share/python-wheels), as AMD's image has it. ~700 MB uncompressed.
+  No ROCm inside: torch.version.hip is None (a CPU build).
 `variant` makes another image under the same name (a different config, same layers): the "different image
 under the pinned tag" of the tests.
 
@@ -41,7 +43,7 @@ from radeonlab.sandbox import config, rootfs, wheels
 from radeonlab.sandbox.wheelfiles import local_torch_wheel
 
 # Change when what is built here changes: it is part of the cache key.
-GENERATION = "oci3"
+GENERATION = "oci4"
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
 CONFIG_TYPE = "application/vnd.oci.image.config.v1+json"
 LAYER_TYPE = "application/vnd.oci.image.layer.v1.tar"  # uncompressed: no gzip time on 2 cores
@@ -171,7 +173,10 @@ def _torch_layer(base: Path, torch_version: str, rocm: str, out: Path) -> None:
     """The SIMULATED torch layer (see the module docstring) as a tar file at `out`."""
     torch = local_torch_wheel()
     old_info = "-".join(torch.name.split("-")[:2]) + ".dist-info/"
-    cached, _ = wheels.fetch_locked(wheels.check_lock())
+    pins = wheels.check_lock()
+    cached, _ = wheels.fetch_locked(pins)
+    audio_sha = next(p.sha256 for p in pins if p.name == "torchaudio")
+    audio = wheels.repacked_torchaudio(cached["torchaudio"], audio_sha)
     pip = sorted((base / "usr/share/python-wheels").glob("pip-*.whl"))[-1]
     seen: set[str] = set()
     with tarfile.open(out, mode="w", format=tarfile.PAX_FORMAT) as tar:
@@ -181,7 +186,7 @@ def _torch_layer(base: Path, torch_version: str, rocm: str, out: Path) -> None:
             tar.addfile(dinfo)
             seen.add(d)
         _unpack(tar, torch, seen, lambda n, d: _torch_member(n, d, old_info, torch_version))
-        for wheel in [*_torch_deps(torch, cached), pip]:
+        for wheel in [*_torch_deps(torch, cached), audio, pip]:
             _unpack(tar, wheel, seen)
         _add(
             tar,

@@ -304,7 +304,9 @@ def repack_torchaudio(src: Path, dest: Path) -> Path:
     return dest
 
 
-def _repacked(src: Path, src_sha256: str) -> Path:
+def repacked_torchaudio(src: Path, src_sha256: str) -> Path:
+    """The cached repack of this torchaudio wheel (made once): what the index serves and the SIMULATED image
+    carries."""
     dest = cache_dir() / "repacked" / src_sha256[:16] / src.name
     return dest if dest.exists() else repack_torchaudio(src, dest)
 
@@ -364,7 +366,7 @@ def build_wheel_index(state_dir: Path = config.STATE_DIR) -> WheelIndexInfo:
     pins = check_lock()
     files, downloaded = fetch_locked(pins)
     hashes = {p.name: p.sha256 for p in pins}
-    files["torchaudio"] = _repacked(files["torchaudio"], hashes["torchaudio"])
+    files["torchaudio"] = repacked_torchaudio(files["torchaudio"], hashes["torchaudio"])
     hashes["torchaudio"] = sha256_file(files["torchaudio"])
     files["torch"] = local_torch_wheel()
     hashes["torch"] = sha256_file(files["torch"])

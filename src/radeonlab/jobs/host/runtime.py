@@ -10,7 +10,8 @@ a shim the deploy writes (roles/verify), which runs `python3 -m radeonlab.jobs.h
 A container host's record (/etc/radeonlab/host.json) names the image and `container_command`, the engine
 and AMD's run options, as the deploy checked the stack with them (roles/verify). A program then runs as
 
-    podman run --device=/dev/kfd ... --userns=keep-id --group-add=keep-groups --rm --name=radeonlab-<job>-<n>
+    podman run --device=/dev/kfd ... --userns=keep-id --group-add=keep-groups --rm --init
+        --name=radeonlab-<job>-<n>
         -i --network=host -v DIR:DIR ... -w JOB_DIR -e NAME ... IMAGE PROGRAM ARGS...
 
 The training user's own (rootless) engine runs it, never sudo: the deploy put the image in that user's store
@@ -122,7 +123,11 @@ class Runtime:
         home = os.path.join(workdir, home)
         os.makedirs(home, exist_ok=True)
         folders = list(dict.fromkeys([workdir, *mounts, *self.mounts]))
-        run = [*self.command, "--rm", f"--name={name}", "-i", "--network=host"]
+        # --init: a small init (Podman's catatonit) is the container's PID 1 and passes signals on. Without
+        # it the program is PID 1, for which the kernel drops a signal it has no handler for: the
+        # supervisor's SIGTERM (a NaN stop, a cancel) was ignored and the attempt trained on to its end
+        # (seen on the sandbox: exit 0 at the last step instead of 143).
+        run = [*self.command, "--rm", "--init", f"--name={name}", "-i", "--network=host"]
         run += ["-t"] if tty else []
         for folder in folders:
             run += ["-v", f"{folder}:{folder}"]
@@ -131,6 +136,15 @@ class Runtime:
             run += ["-e", key]
         run += [self.image, *argv]
         return run, dict(env)
+
+    def signal_command(self, name: str, signum: int) -> list[str]:
+        """Signal the container `name` through its engine ([] in a venv). The engine's `kill` reaches the
+        container's init (--init), which passes it on to the training; a signal to `podman run` itself ends
+        that client at once and leaves the container training (seen on the sandbox)."""
+        if not self.container:
+            return []
+        engine = self.command[0] if self.command else "podman"
+        return [engine, "kill", f"--signal={int(signum)}", name]
 
     def stop_command(self, name: str) -> list[str]:
         """Remove the container `name` in any state (its `podman run` was killed): [] in a venv."""
@@ -155,6 +169,14 @@ def read_record(path: str = HOST_RECORD_PATH) -> HostRecord | None:
             return HostRecord.from_dict(json.load(f))
     except (OSError, ValueError, TypeError):
         return None
+
+
+def signal_container(runtime: Runtime, name: str, signum: int) -> bool:
+    """Send `signum` to the container `name` (Runtime.signal_command); False in a venv (nothing sent)."""
+    argv = runtime.signal_command(name, signum)
+    if argv:
+        subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return bool(argv)
 
 
 def stop(runtime: Runtime, name: str) -> None:

@@ -293,7 +293,7 @@ class Supervisor:
                 found = health.nan_diagnosis(reader.points) or health.console_nan(complete)
                 if found is not None:
                     stopped = found if found.step is not None else replace(found, step=self._last(reader))
-                    self.stop(child)
+                    self.stop(child, runtime.container_name(self.job.id, str(attempt.n)))
             if done:
                 break
             time.sleep(SUPERVISE["poll_s"])
@@ -325,12 +325,16 @@ class Supervisor:
     def _last(reader: metrics.TrainerLogReader) -> int | None:
         return health.last_step(reader.points)
 
-    def stop(self, child: subprocess.Popen) -> None:
-        """SIGTERM the attempt's group, SIGKILL after the grace period."""
-        stop_group(child.pid, signal.SIGTERM)
+    def stop(self, child: subprocess.Popen, container: str) -> None:
+        """SIGTERM the attempt, SIGKILL after the grace period: its process group in a venv; in a container
+        host's image, the container `container` through the engine (a signal to `podman run` would end the
+        client and leave the training running)."""
+        if not runtime.signal_container(self.runtime, container, signal.SIGTERM):
+            stop_group(child.pid, signal.SIGTERM)
         try:
             child.wait(timeout=SUPERVISE["stop_grace_s"])
         except subprocess.TimeoutExpired:
+            runtime.signal_container(self.runtime, container, signal.SIGKILL)
             stop_group(child.pid, signal.SIGKILL)
 
     def _trainer_state(self, since: float) -> dict | None:

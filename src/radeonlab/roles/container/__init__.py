@@ -1,11 +1,13 @@
 """Install a container engine from the distribution's packages, pull AMD's ROCm PyTorch image and build on
-the host the training image jobs run in (issue 29).
+the host the training image jobs run in (issue 29): two @deploy, so that deploy/setup.py can put the
+meeting of a run's hosts between them (a venv host writes the lab's hash lock, the build reads it).
 
 deploy/setup.py runs it on hosts with `radeonlab_runtime: container`. Idempotent through facts: the
 packages (apt's own), the engine's config files (files.put compares), the image (its digest on the host;
 pinned by the inventory or the lab's pins file, pins.py), the derived image (its key label, derived.py).
 
-    install_container_runtime(image, pins_file, LabLock(...))   # deploy/setup.py fills them
+    install_container_runtime(image, pins_file)   # the engine, the pulled and pinned image
+    build_training_image(image, LabLock(...))      # deploy/setup.py fills them
 """
 
 from __future__ import annotations
@@ -42,12 +44,13 @@ class LabLock:
     extras: Sequence[str]
     index_args: Sequence[str]  # pip's index options of the stack (a lock without URLs installs by name)
     indexes: Sequence[str]
+    lock_dir: str  # the lab's lock folder: the image pins (pins.py) live beside the locks
 
 
-@deploy("Container runtime: Podman, the ROCm PyTorch image and the training image", data_defaults=DEFAULTS)
-def install_container_runtime(image: str, pins_file: str, lab_lock: LabLock) -> None:
+@deploy("Container runtime: Podman and the ROCm PyTorch image", data_defaults=DEFAULTS)
+def install_container_runtime(image: str, pins_file: str) -> None:
     """`image`: the base image (container_image, else the stack's, images.py); `pins_file`: the lab's
-    image pins (pins.py); `lab_lock`: the stack's hash lock the derived image installs from."""
+    image pins (pins.py). The training image is build_training_image's."""
     data = _data()
     apt.packages(
         name=f"Install {', '.join(data['container_packages'])} from the distribution's packages",
@@ -89,6 +92,13 @@ def install_container_runtime(image: str, pins_file: str, lab_lock: LabLock) -> 
             image=image,
             root_args=as_root(),
         )
+
+
+@deploy("Build the training image", data_defaults=DEFAULTS)
+def build_training_image(image: str, lab_lock: LabLock) -> None:
+    """FROM the pulled `image`, the lab's hash lock `lab_lock` installed (derived.py); after
+    install_container_runtime, and after the run's venv hosts wrote the lock (deploy/setup.py meets there)."""
+    data = _data()
     operations.derived_image(
         name=f"Build the training image {data['container_derived_name']} (the lab's hash lock on {image})",
         base=image,

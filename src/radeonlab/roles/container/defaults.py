@@ -9,9 +9,10 @@ RUNTIMES = ("venv", "container")
 RUNTIME_DEFAULT = "venv"
 
 DEFAULTS: dict[str, Any] = {
-    # The distribution's own packages: Podman (Debian 12: 4.3.1, with crun, conmon, netavark) and skopeo,
-    # which asks a registry for a tag's digest without pulling.
-    "container_packages": ["podman", "skopeo"],
+    # The distribution's own packages: Podman (Debian 12: 4.3.1, with crun, conmon, netavark), skopeo,
+    # which asks a registry for a tag's digest without pulling, and catatonit, the init `podman run --init`
+    # starts as a job container's PID 1 so that a stop signal reaches the training (jobs/host/runtime.py).
+    "container_packages": ["podman", "skopeo", "catatonit"],
     # AMD's ROCm PyTorch image (the base of the training image). Empty: the stack's, from the table of AMD's
     # images in images.py (the ROCm release and torch of the stack choice, AMD's tag shape
     # rocm<ROCm>_ubuntu<release>_py<python>_pytorch_release_<torch>, sources there).
