@@ -133,7 +133,8 @@ def _inspect(host: SandboxHost, ref: str, what: str = "{{.Digest}}") -> str:
 def test_one_run_provisions_a_venv_host_and_a_container_host(lab: Lab) -> None:
     host, first, image, ref = lab.host, lab.first, lab.image, lab.ref
     assert image.tag == "rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.9.1"  # AMD's tag shape, from the data
-    assert list(lab.locks.glob("*.txt")), "the venv host wrote no lab lock"
+    stack_locks = [p for p in lab.locks.glob("*.txt") if p.name != pins.FILE_NAME]
+    assert stack_locks, "the venv host wrote no lab lock"
     assert json.loads(lab.venv_host.exec("cat /etc/radeonlab/host.json").stdout)["runtime"] == "venv"
     changed = first.changed_ops(host.name)
     assert any(op.endswith(f"| Pull {ref}") for op in changed), changed
@@ -235,7 +236,9 @@ def test_the_demo_job_trains_in_the_image_and_watch_shows_it(lab: Lab, demo_job:
     assert watched.exit_code == 0, watched.output
     last = watched.stdout.strip().splitlines()[-1]
     assert last.startswith(f"{demo_job['id']}: succeeded"), watched.stdout[-2000:]
-    assert re.search(r"step\s+\d+/" + str(DEMO_STEPS), watched.stdout) or "loss" in watched.stdout
+    assert re.search(rf"step {DEMO_STEPS}/{DEMO_STEPS}  loss ", watched.stdout), watched.stdout[-2000:]
+    # the panel's readings: the supervisor reads the (SIMULATED) card on the host, beside the container
+    assert "VRAM" in watched.stdout and re.search(r" \d+ tok/s", watched.stdout), watched.stdout[-2000:]
     job = job_json(lab.host, demo_job["id"])
     assert (job["runtime"], job["image"], job["image_digest"]) == (
         "container", lab.record["image"], lab.record["image_digest"],
@@ -269,8 +272,8 @@ def test_the_nan_ladder_works_in_the_image(lab: Lab, demo_spec: Path) -> None:
     job = job_json(lab.host, job_id)
     states = [a["state"] for a in job["attempts"]]
     assert states == ["stopped", "stopped", "succeeded"], job["attempts"]
-    for a in job["attempts"][:2]:  # stopped by the supervisor's SIGTERM, passed on into the container
-        assert a["exit_code"] in (128 + signal.SIGTERM, 128 + signal.SIGKILL), a
+    for a in job["attempts"][:2]:  # the supervisor's SIGTERM, through the engine to the container's init
+        assert a["exit_code"] == 128 + signal.SIGTERM, a
     assert job_id not in containers_of_lab(lab)
 
 

@@ -344,3 +344,11 @@ def test_the_probe_job_summary_keys_are_the_contract_fields() -> None:
     parsed = ProbeJob.from_dict(full)
     assert parsed.job is not None and parsed.job.name == "a"
     assert parsed.gpus == [0] and parsed.progress is None
+
+
+def test_a_job_summary_this_laptop_cannot_read_is_left_out_not_the_host() -> None:
+    """A state.json a newer radeonlab wrote (an unknown state) costs that job its row, not the host."""
+    good = {"id": "a-1", "state": {"state": "running"}, "alive": True, "gpus": [0]}
+    newer = {"id": "b-2", "state": {"state": "hibernating"}, "alive": True, "gpus": [0]}
+    view = parse_probe("ws1", {"record": None, "jobs": [good, newer]})
+    assert [j.id for j in view.jobs] == ["a-1"] and view.queue() == {"0": 1}

@@ -5,6 +5,10 @@ operation called at the same line (the same call stack) by several hosts is ONE 
 operation after the meeting runs on no host before every host has run what it does before the meeting.
 deploy/setup.py meets there after the Python stack: a venv host writes the lab's hash lock before the
 meeting, and a container host builds its training image from that lock after it, in the same run.
+It holds in pyinfra's default mode (each operation on every host before the next). It does not with
+`--serial` or `--no-wait`, nor for a host whose second pass (after the kernel driver's reboot) runs inside
+one `python.call`: there a container host may reach its build first and fails in one line (no hash lock);
+the next run finds the lock.
 """
 
 from __future__ import annotations

@@ -173,12 +173,21 @@ def card_changes(entries: Sequence[Mapping[str, Any]], readings: Sequence[GpuRea
     return "; ".join(out)
 
 
+def _probe_job(data: Mapping[str, Any]) -> ProbeJob | None:
+    """One job summary, or None for one this laptop cannot read (a state.json a newer radeonlab wrote, or a
+    broken one): that job is left out, not the whole host."""
+    try:
+        return ProbeJob.from_dict(data)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def parse_probe(name: str, data: Mapping[str, Any]) -> HostView:
     """A reachable host's view from the probe tool's JSON."""
     raw = data.get("record") if isinstance(data.get("record"), dict) else None
     view = HostView(name, raw_record=raw, note=str(data.get("record_error") or ""))
     view.gpus = [GpuReading(**g) for g in data.get("gpus") or []]
-    view.jobs = [ProbeJob.from_dict(j) for j in data.get("jobs") or []]
+    view.jobs = [job for job in map(_probe_job, data.get("jobs") or []) if job is not None]
     view.paths = dict(data.get("paths") or {})
     if isinstance(data.get("blobs"), list):
         view.blobs = frozenset(str(b) for b in data["blobs"])

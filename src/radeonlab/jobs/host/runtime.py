@@ -33,6 +33,7 @@ host's, not the image's.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -175,7 +176,11 @@ def signal_container(runtime: Runtime, name: str, signum: int) -> bool:
     """Send `signum` to the container `name` (Runtime.signal_command); False in a venv (nothing sent)."""
     argv = runtime.signal_command(name, signum)
     if argv:
-        subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with contextlib.suppress(subprocess.TimeoutExpired):  # a hung engine must not hang the stop
+            subprocess.run(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                timeout=STOP_TIMEOUT_S,
+            )  # fmt: skip
     return bool(argv)
 
 

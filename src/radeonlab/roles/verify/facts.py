@@ -106,14 +106,23 @@ class ImageId(FactBase):
         return next((line.strip() for line in output if line.strip()), None)
 
 
+# Where Podman looks for its init binary (containers.conf's helper_binaries_dir default): jobs start their
+# containers with --init (jobs/host/runtime.py), so a host without it takes no job.
+INIT_DIRS = ("/usr/local/libexec/podman", "/usr/local/lib/podman", "/usr/libexec/podman", "/usr/lib/podman")
+
+
 class RootlessEngine(FactBase):
-    """Whether Podman starts for the user the fact runs as (rootless: it needs a user namespace of its own):
+    """Whether Podman starts for the user the fact runs as (rootless: it needs a user namespace of its own),
+    and has the init jobs start with (`podman run --init`: catatonit, in one of the folders Podman looks in):
     {"ok": True}, or {"ok": False, "error": its last lines}; None when Podman is not installed."""
 
     def command(self) -> str:
+        inits = " ".join(f"{d}/catatonit" for d in INIT_DIRS)
         return (
             "command -v podman >/dev/null || exit 0; cd / && "
-            "if out=$(podman info --format '{{.Host.Security.Rootless}}' 2>&1); then echo ok; "
+            "if out=$(podman info --format '{{.Host.Security.Rootless}}' 2>&1); then "
+            f"for f in {inits}; do if [ -x \"$f\" ]; then echo ok; exit 0; fi; done; "
+            "echo failed; echo 'no catatonit, the init of podman run --init (install catatonit)'; "
             "else echo failed; printf '%s\\n' \"$out\" | grep -v 'level=warning' | tail -n 2; fi"
         )
 
