@@ -40,6 +40,7 @@ pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 INVENTORY = str(REPO / "inventories/sandbox.py")
 HOST, SECOND = SHARED_TRAINER, "sw2"
+SWEEP_GROUP = "sweep_pair"  # an inventory group of HOST and SECOND alone (the sandbox's sandbox_groups)
 JOBS_DIR = "/home/lab/radeonlab/jobs"
 BLOBS_DIR = "/home/lab/radeonlab/blobs"
 # the tiny model learns the task (docs/notes/llamafactory-cpu.md: 300 steps, apple -> APPLE)
@@ -326,7 +327,21 @@ def second(lab: Lab) -> SandboxHost:
 def test_a_two_value_sweep_makes_two_jobs_across_the_fleet_and_both_finish(
     lab: Lab, second: SandboxHost
 ) -> None:
-    spec = lab.spec("sweep.yaml", {"max_steps": 10})
+    # placement among these two hosts only: the worker's sandbox may hold other modules' hosts (the session's
+    # provisioned ones)
+    for h in (lab.host, second):
+        h.set_data(sandbox_groups=[SWEEP_GROUP])
+    try:
+        sweep_across_the_fleet(lab, second)
+    finally:
+        for h in (lab.host, second):
+            h.drop_data("sandbox_groups")
+
+
+def sweep_across_the_fleet(lab: Lab, second: SandboxHost) -> None:
+    spec = lab.spec(
+        "sweep.yaml", {"max_steps": 10}, f"radeonlab:\n  placement: {{host_group: {SWEEP_GROUP}}}\n"
+    )
     sweep = ("--sweep", "learning_rate=5e-3,1e-3")
     shown = cli(lab, "submit", str(spec), *sweep, "--dry-run")
     assert shown.exit_code == 0, shown.output
