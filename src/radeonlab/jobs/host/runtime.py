@@ -125,9 +125,9 @@ class Runtime:
         os.makedirs(home, exist_ok=True)
         folders = list(dict.fromkeys([workdir, *mounts, *self.mounts]))
         # --init: a small init (Podman's catatonit) is the container's PID 1 and passes signals on. Without
-        # it the program is PID 1, for which the kernel drops a signal it has no handler for: the
-        # supervisor's SIGTERM (a NaN stop, a cancel) was ignored and the attempt trained on to its end
-        # (seen on the sandbox: exit 0 at the last step instead of 143).
+        # it the program is PID 1, for which the kernel drops a signal it has no handler for: `podman kill
+        # --signal=15` was ignored (measured on the sandbox: a 40 s loop ran its time out; with --init it
+        # ended in 1.1 s), so a NaN stop could not end an attempt (signal_command).
         run = [*self.command, "--rm", "--init", f"--name={name}", "-i", "--network=host"]
         run += ["-t"] if tty else []
         for folder in folders:
