@@ -399,8 +399,14 @@ def test_a_spec_that_turns_the_gpu_reset_ladder_off_is_honoured(lab: Lab) -> Non
     lab.host.exec(["sh", "-c", f"cat > {path} && chown lab: {path}"], input=FAULT_CODE)
     try:
         block = "  env: {SIMULATED_GPU_RESET: 1}\n  remedies: {gpu_reset: off}\n"
-        job_id = submit(lab, spec(lab, "reset-off.yaml", {"max_steps": 2}, block))
-        assert cli(lab, "watch", job_id, "-i", INVENTORY).exit_code == 1
+        reset_off = spec(lab, "reset-off.yaml", {"max_steps": 2}, block)
+        submitted = cli(lab, "submit", str(reset_off), "-i", INVENTORY, "--host", HOST)
+        job_id = re.search(r"submitted (\S+) to", submitted.stdout).group(1)  # type: ignore[union-attr]
+        if submitted.exit_code == 1:  # it failed within submit's start wait (an idle machine is that fast)
+            assert "failed (gpu_reset" in submitted.stdout, submitted.output
+        else:
+            assert submitted.exit_code == 0, submitted.output
+            assert cli(lab, "watch", job_id, "-i", INVENTORY).exit_code == 1
     finally:
         lab.host.exec(["rm", "-f", path])
     record, st = job_json(lab, job_id), state(lab, job_id)
