@@ -21,11 +21,13 @@ from radeonlab.roles.access import grant_gpu_access
 from radeonlab.roles.container import (
     LabLock,
     build_training_image,
+    choose_engine,
     derived_current,
     install_container_runtime,
 )
 from radeonlab.roles.container.defaults import DEFAULTS as CONTAINER_DEFAULTS
 from radeonlab.roles.container.defaults import RUNTIME_DEFAULT, RUNTIMES
+from radeonlab.roles.container.engines import ENGINE_TABLE
 from radeonlab.roles.container.images import default_image
 from radeonlab.roles.container.pins import pins_path
 from radeonlab.roles.container.plan import run_prefix
@@ -103,7 +105,11 @@ def provision(after_reboot: bool = False) -> None:
             install_python_stack(stack=stack, sources=sources)
         else:
             image, lab_lock = container_inputs(stack)
-            install_container_runtime(image=image, pins_file=str(pins_path(Path(lab_lock.lock_dir))))
+            # the engine, once: container_engine, else the host's (Podman, or Docker where the host has it)
+            engine = choose_engine(str(host.data.get("container_engine") or ""))
+            install_container_runtime(
+                image=image, pins_file=str(pins_path(Path(lab_lock.lock_dir))), engine=engine
+            )
         # Every host of the run passes here together (deploy/meeting.py): in a run with both runtimes, a venv
         # host has written the lab's hash lock (above) before a container host builds its image from it.
         meet(name="The lab's hash locks are written", why="a container host builds its image from one next")
@@ -113,15 +119,16 @@ def provision(after_reboot: bool = False) -> None:
             # AMD's image brings ROCm's user space and torch; the training image adds the rest of the lab's
             # hash-locked stack, and verify runs its stack check inside it, with the options AMD documents
             # for ROCm containers; jobs run in it the same way (jobs/host/runtime.py).
-            build_training_image(image=image, lab_lock=lab_lock)
+            build_training_image(image=image, lab_lock=lab_lock, engine=engine)
             train = derived_current(host.data.get)
             options = host.data.get("container_run_options", CONTAINER_DEFAULTS["container_run_options"])
             verify_host(
                 stack=stack,
                 cpu_only=cpu_only,
                 image=train,
-                container=run_prefix(train, options),
+                container=run_prefix(train, options, ENGINE_TABLE[engine]),
                 run_options=options,  # jobs start the image with them too (the host record)
+                engine=engine,
             )
             return  # Slurm on a container host is not done yet (docs/design/containers-sandbox.md)
 

@@ -16,7 +16,9 @@ and AMD's run options, as the deploy checked the stack with them (roles/verify).
 
 The training user's own (rootless) engine runs it, never sudo: the deploy put the image in that user's store
 (roles/verify), keep-id makes the user the container's user (the job's files stay the user's) and
-keep-groups passes the user's video and render groups on to the devices.
+keep-groups passes the user's video and render groups on to the devices. With Docker (a host's own, which
+the user reaches through the docker group: roles/container engines.py) the same is said by number:
+`--user=UID:GID` and a `--group-add=GID` for each of the user's groups.
 
 The job folder and the host's model cache are mounted at the same path inside, so every path in job.json,
 config.yaml and the environment means the same file in and out. The environment goes in by name only
@@ -129,6 +131,7 @@ class Runtime:
         # --signal=15` was ignored (measured on the sandbox: a 40 s loop ran its time out; with --init it
         # ended in 1.1 s), so a NaN stop could not end an attempt (signal_command).
         run = [*self.command, "--rm", "--init", f"--name={name}", "-i", "--network=host"]
+        run += self.user_options()
         run += ["-t"] if tty else []
         for folder in folders:
             run += ["-v", f"{folder}:{folder}"]
@@ -138,21 +141,35 @@ class Runtime:
         run += [self.image, *argv]
         return run, dict(env)
 
+    @property
+    def engine(self) -> str:
+        return self.command[0] if self.command else "podman"
+
+    def user_options(self) -> list[str]:
+        """Docker's: this process's user and groups by number (Podman's keep-id and keep-groups are in the
+        record's command already); the groups are the devices' (video, render) among others."""
+        if self.engine != "docker":
+            return []
+        groups = sorted(set(os.getgroups()) - {os.getgid()})
+        return [f"--user={os.getuid()}:{os.getgid()}", *(f"--group-add={g}" for g in groups)]
+
     def signal_command(self, name: str, signum: int) -> list[str]:
         """Signal the container `name` through its engine ([] in a venv). The engine's `kill` reaches the
         container's init (--init), which passes it on to the training; a signal to `podman run` itself ends
         that client at once and leaves the container training (seen on the sandbox)."""
         if not self.container:
             return []
-        engine = self.command[0] if self.command else "podman"
-        return [engine, "kill", f"--signal={int(signum)}", name]
+        return [self.engine, "kill", f"--signal={int(signum)}", name]
 
     def stop_command(self, name: str) -> list[str]:
-        """Remove the container `name` in any state (its `podman run` was killed): [] in a venv."""
+        """Remove the container `name` in any state (its `podman run` was killed): [] in a venv. Docker's
+        `rm --force` has no --ignore or --time (it kills at once; a missing container is an error, which
+        `stop` ignores)."""
         if not self.container:
             return []
-        engine = self.command[0] if self.command else "podman"
-        return [engine, "rm", "--force", "--ignore", f"--time={int(STOP_TIMEOUT_S)}", name]
+        if self.engine == "docker":
+            return ["docker", "rm", "--force", name]
+        return [self.engine, "rm", "--force", "--ignore", f"--time={int(STOP_TIMEOUT_S)}", name]
 
     def job_fields(self) -> dict[str, str]:
         """What job.json records of where the job ran."""

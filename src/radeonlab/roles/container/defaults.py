@@ -9,10 +9,15 @@ RUNTIMES = ("venv", "container")
 RUNTIME_DEFAULT = "venv"
 
 DEFAULTS: dict[str, Any] = {
-    # The distribution's own packages: Podman (Debian 12: 4.3.1, with crun, conmon, netavark), skopeo,
-    # which asks a registry for a tag's digest without pulling, and catatonit, the init `podman run --init`
-    # starts as a job container's PID 1 so that a stop signal reaches the training (jobs/host/runtime.py).
-    "container_packages": ["podman", "skopeo", "catatonit"],
+    # The engine: "podman", "docker", or empty for the host's (Podman where installed, else Docker where
+    # the host has it, else Podman from the distribution's packages): engines.py, chosen once in
+    # deploy/setup.py. radeonlab installs Podman; a host's Docker is only used.
+    "container_engine": "",
+    # The distribution's packages installed; empty: the engine's (engines.py). Podman's: podman (Debian 12:
+    # 4.3.1, with crun, conmon, netavark), skopeo, which asks a registry for a tag's digest without pulling,
+    # and catatonit, the init `podman run --init` starts as a job container's PID 1 so that a stop signal
+    # reaches the training (jobs/host/runtime.py). Docker's: skopeo (Docker's docker-init is its own).
+    "container_packages": [],
     # AMD's ROCm PyTorch image (the base of the training image). Empty: the stack's, from the table of AMD's
     # images in images.py (the ROCm release and torch of the stack choice, AMD's tag shape
     # rocm<ROCm>_ubuntu<release>_py<python>_pytorch_release_<torch>, sources there).

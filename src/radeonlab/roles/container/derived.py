@@ -4,7 +4,7 @@ Pure functions (tests/unit/test_roles_container_derived.py); operations.py runs 
 The image brings torch and ROCm; the lab's hash lock (roles/python_stack/lock.py) holds the whole stack.
 The derived image installs the lock's lines every host installs (no GPU target's device lines, the host's
 extras) minus what the image brings (container_image_provides: torch, AMD's device and ROCm wheels), with
-`pip install --require-hashes --no-deps`, in one `podman build` on the host:
+`pip install --require-hashes --no-deps`, in one `podman build` (or `docker build`: engines.py) on the host:
 
     FROM 127.0.0.1:5000/rocm/pytorch@sha256:<base digest>
     COPY requirements.txt /opt/radeonlab/requirements.txt
@@ -24,6 +24,7 @@ import hashlib
 import shlex
 from collections.abc import Sequence
 
+from radeonlab.roles.container.engines import ENGINE_TABLE, PODMAN, Engine
 from radeonlab.roles.python_stack import lock as stack_lock
 from radeonlab.roles.python_stack.plan import normalize
 
@@ -71,19 +72,27 @@ def containerfile(base: str, index_args: Sequence[str]) -> str:
 
 
 def build_command(
-    context: str, name: str, key: str, labels: dict[str, str], netns: str, options: Sequence[str]
+    context: str,
+    name: str,
+    key: str,
+    labels: dict[str, str],
+    netns: str,
+    options: Sequence[str],
+    engine: Engine = ENGINE_TABLE[PODMAN],
 ) -> str:
-    """`podman build` of the derived image in `context` (Containerfile + requirements.txt), tagged
-    `name:key` and `name:current`. --layers=false: one new layer (each layer is a full copy with the vfs
-    driver); --pull=never: the base is the one pulled by digest; the engine's netns (container_netns) for
-    pip's downloads; then the name's older builds are removed (one in use by a container stays)."""
-    words = ["podman", "build", "--layers=false", "--pull=never", *(["--network", netns] if netns else [])]
+    """`<engine> build` of the derived image in `context` (Containerfile + requirements.txt), tagged
+    `name:key` and `name:current`: the engine's own build options (Podman's --layers=false: one new layer,
+    each a full copy with the vfs driver; --pull=never: the base is the one pulled by digest), the engine's
+    netns (container_netns) for pip's downloads; then the name's older builds are removed (one in use by a
+    container stays)."""
+    words = [engine.name, "build", *engine.build_options, *(["--network", netns] if netns else [])]
     words += [f"--label={LABEL}{k}={v}" for k, v in sorted(labels.items())]
     words += [*options, "-t", f"{name}:{key}", "-t", f"{name}:{CURRENT}", "-f", f"{context}/Containerfile"]
     build = shlex.join([*words, context])
     keep = shlex.quote(f"{name}:{key}")
     prune = (
-        f"podman images --format '{{{{.Repository}}}}:{{{{.Tag}}}}' {shlex.quote(name)} | "
-        f"grep -vxF -e {keep} -e {shlex.quote(f'{name}:{CURRENT}')} | xargs -r podman rmi >/dev/null 2>&1"
+        f"{engine.name} images --format '{{{{.Repository}}}}:{{{{.Tag}}}}' {shlex.quote(name)} | "
+        f"grep -vxF -e {keep} -e {shlex.quote(f'{name}:{CURRENT}')} | "
+        f"xargs -r {engine.name} rmi >/dev/null 2>&1"
     )
     return f"{build} && {{ {prune} || true; }}"

@@ -1,4 +1,5 @@
-"""Facts of the container role: the digest of the image the host has, and the one the registry serves."""
+"""Facts of the container role: the digest of the image the host has, and the one the registry serves.
+Each takes the engine's name (engines.py), "podman" unless said."""
 
 from __future__ import annotations
 
@@ -8,23 +9,22 @@ from typing import Any
 
 from pyinfra.api import FactBase
 
-
-def _digest(output: list[str]) -> str | None:
-    return next((line.strip() for line in output if line.strip().startswith("sha256:")), None)
+from radeonlab.roles.container.engines import ENGINE_TABLE, PODMAN, digest_of
 
 
 class LocalImageDigest(FactBase):
-    """The manifest digest of `image` in the host's Podman storage; None when Podman or the image is
-    missing (a first deploy asks before Podman is installed)."""
+    """The manifest digest of `image` in the engine's storage; None when the engine or the image is missing
+    (a first deploy asks before Podman is installed)."""
 
-    def command(self, image: str) -> str:
+    def command(self, image: str, engine: str = PODMAN) -> str:
+        fmt = shlex.quote(ENGINE_TABLE[engine].digest_format)
         return (
-            "command -v podman >/dev/null || exit 0; "
-            f"podman image inspect --format '{{{{.Digest}}}}' {shlex.quote(image)} 2>/dev/null || true"
+            f"command -v {engine} >/dev/null || exit 0; "
+            f"{engine} image inspect --format {fmt} {shlex.quote(image)} 2>/dev/null || true"
         )
 
     def process(self, output: list[str]) -> str | None:
-        return _digest(output)
+        return digest_of(output)
 
 
 class RegistryDigest(FactBase):
@@ -40,17 +40,18 @@ class RegistryDigest(FactBase):
         )
 
     def process(self, output: list[str]) -> str | None:
-        return _digest(output)
+        return digest_of(output)
 
 
 class LocalImage(FactBase):
-    """What the host's Podman storage says of `image`: {"digest", "tags", "labels"}; None when Podman or the
-    image is missing. The derived image's labels say what it was built from (derived.py)."""
+    """What the engine's storage says of `image`: {"digest", "tags", "labels"}; None when the engine or the
+    image is missing. The derived image's labels say what it was built from (derived.py). Podman's answer
+    has Digest and Labels at the top; Docker's has RepoDigests and Config.Labels."""
 
-    def command(self, image: str) -> str:
+    def command(self, image: str, engine: str = PODMAN) -> str:
         return (
-            "command -v podman >/dev/null || exit 0; "
-            f"podman image inspect {shlex.quote(image)} 2>/dev/null || true"
+            f"command -v {engine} >/dev/null || exit 0; "
+            f"{engine} image inspect {shlex.quote(image)} 2>/dev/null || true"
         )
 
     def process(self, output: list[str]) -> dict[str, Any] | None:
@@ -62,21 +63,21 @@ class LocalImage(FactBase):
             return None
         info = found[0]
         return {
-            "digest": str(info.get("Digest") or ""),
+            "digest": str(info.get("Digest") or digest_of(list(info.get("RepoDigests") or [])) or ""),
             "tags": list(info.get("RepoTags") or []),
-            "labels": dict(info.get("Labels") or {}),
+            "labels": dict(info.get("Labels") or (info.get("Config") or {}).get("Labels") or {}),
         }
 
 
 class ImagePython(FactBase):
     """The major.minor of `image`'s python3 (the lab's lock is per Python minor), by running it once:
-    `podman run --rm IMAGE python3 -c ...`; None when it does not run."""
+    `<engine> run --rm IMAGE python3 -c ...`; None when it does not run."""
 
-    def command(self, image: str, netns: str = "") -> str:
+    def command(self, image: str, netns: str = "", engine: str = PODMAN) -> str:
         net = f"--network {shlex.quote(netns)} " if netns else ""
         probe = "import sys; print('python %d.%d' % sys.version_info[:2])"
         return (
-            f"podman run --rm {net}{shlex.quote(image)} python3 -c {shlex.quote(probe)} 2>/dev/null || true"
+            f"{engine} run --rm {net}{shlex.quote(image)} python3 -c {shlex.quote(probe)} 2>/dev/null || true"
         )
 
     def process(self, output: list[str]) -> str | None:

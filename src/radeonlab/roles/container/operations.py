@@ -17,6 +17,7 @@ from pyinfra.api import operation
 from pyinfra.operations import files
 
 from radeonlab.roles.container import derived, pins
+from radeonlab.roles.container.engines import ENGINE_TABLE, PODMAN
 from radeonlab.roles.container.facts import ImagePython, LocalImage, LocalImageDigest
 from radeonlab.roles.privilege import as_root
 from radeonlab.roles.python_stack import lock as stack_lock
@@ -24,14 +25,16 @@ from radeonlab.roles.python_stack import lock as stack_lock
 BUILD_DIR = "/var/lib/radeonlab/image-build"  # on the host: the Containerfile and requirements.txt
 
 
-def record_pin(state: Any, host: Any, pins_file: str, image: str, root_args: Mapping[str, Any]) -> None:
+def record_pin(
+    state: Any, host: Any, pins_file: str, image: str, root_args: Mapping[str, Any], engine: str = PODMAN
+) -> None:
     """python.call's function (run on a first deploy of `image`, when no pin names it): the digest the host
     pulled goes into the lab's pins file beside the locks. `root_args`: as_root(), decided when planned.
 
         python.call(name="Pin ...", function=record_pin, pins_file="locks/container-images.txt",
                     image="docker.io/rocm/pytorch:<tag>", root_args=as_root())
     """
-    digest = host.get_fact(LocalImageDigest, image=image, **root_args)
+    digest = host.get_fact(LocalImageDigest, image=image, engine=engine, **root_args)
     if not digest:
         raise RuntimeError(f"{host.name}: {image} is not on the host after the pull: nothing to pin")
     if pins.record(Path(pins_file), image, digest):
@@ -59,6 +62,7 @@ def derived_image(
     indexes: Sequence[str],
     netns: str = "",
     build_options: Sequence[str] = (),
+    engine: str = PODMAN,
 ):
     """Build `image_name:<key>` FROM the pulled `base` with the lab's locked stack (derived.py), unless the
     host has it. The lock is the lab's for the stack and the image's Python (`lock_data`, `rocm_version`,
@@ -67,19 +71,19 @@ def derived_image(
         derived_image(name="Build the training image", base="docker.io/rocm/pytorch:<tag>",
                       image_name="localhost/radeonlab/train", lock_data=..., ...)   # roles/container
     """
-    base_digest = host.get_fact(LocalImageDigest, image=base, **as_root())
+    base_digest = host.get_fact(LocalImageDigest, image=base, engine=engine, **as_root())
     if not base_digest:
         yield _fail(f"{base} is not on the host: nothing to build the training image from")
         return
     name = image_name
-    current = host.get_fact(LocalImage, image=f"{name}:{derived.CURRENT}", **as_root()) or {}
+    current = host.get_fact(LocalImage, image=f"{name}:{derived.CURRENT}", engine=engine, **as_root()) or {}
     labels = current.get("labels") or {}
     if labels.get(f"{derived.LABEL}base.digest") == base_digest and labels.get(f"{derived.LABEL}python"):
         python = labels[f"{derived.LABEL}python"]  # the same base: its Python was asked when it was built
     else:
-        python = host.get_fact(ImagePython, image=base, netns=netns, **as_root())
+        python = host.get_fact(ImagePython, image=base, netns=netns, engine=engine, **as_root())
     if not python:
-        yield _fail(f"{base}: its python3 does not run (podman run {base} python3)")
+        yield _fail(f"{base}: its python3 does not run ({engine} run {base} python3)")
         return
     key = stack_lock.lock_key(lock_data, rocm_version, python)
     path = stack_lock.lock_path(lock_data, key, lock_cwd)
@@ -119,5 +123,5 @@ def derived_image(
         "python": python,
     }
     logger.info(f"{host.name}: building {name}:{image_key} from {base}@{base_digest} + {len(lines)} locked")
-    yield derived.build_command(context, name, image_key, built, netns, build_options)
+    yield derived.build_command(context, name, image_key, built, netns, build_options, ENGINE_TABLE[engine])
     yield f"rm -rf {shlex.quote(context)}"

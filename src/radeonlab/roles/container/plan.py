@@ -6,16 +6,24 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from radeonlab.roles.container.engines import ENGINE_TABLE, PODMAN, Engine
+
 STORAGE_CONF = "/etc/containers/storage.conf"
 CONTAINERS_CONF = "/etc/containers/containers.conf.d/50-radeonlab.conf"
 REGISTRIES_CONF = "/etc/containers/registries.conf.d/50-radeonlab.conf"
 HEADER = "# Written by radeonlab (roles/container); settings: container_* in the inventory.\n"
 
 
-def engine_files(data: dict[str, Any]) -> dict[str, str]:
+def engine_files(data: dict[str, Any], engine: Engine = ENGINE_TABLE[PODMAN]) -> dict[str, str]:
     """Path -> content of the engine configuration this host's settings ask for. storage.conf is written
-    only with a storage driver set (it has no drop-in folder: the whole file is ours then)."""
+    only with a storage driver set (it has no drop-in folder: the whole file is ours then). With Docker only
+    registries.conf, which skopeo reads (Docker's daemon settings are the host owner's)."""
     files: dict[str, str] = {}
+    registries = "".join(
+        f'\n[[registry]]\nlocation = "{r}"\ninsecure = true\n' for r in data["container_insecure_registries"]
+    )
+    if not engine.writes_config:
+        return {REGISTRIES_CONF: HEADER + registries}
     if data["container_storage_driver"]:
         files[STORAGE_CONF] = (
             f'{HEADER}[storage]\ndriver = "{data["container_storage_driver"]}"\n'
@@ -25,9 +33,6 @@ def engine_files(data: dict[str, Any]) -> dict[str, str]:
         f'{key} = "{data[f"container_{key}"]}"' for key in ("cgroups", "netns") if data[f"container_{key}"]
     ]
     files[CONTAINERS_CONF] = HEADER + ("[containers]\n" + "\n".join(containers) + "\n" if containers else "")
-    registries = "".join(
-        f'\n[[registry]]\nlocation = "{r}"\ninsecure = true\n' for r in data["container_insecure_registries"]
-    )
     files[REGISTRIES_CONF] = HEADER + registries
     return files
 
@@ -46,7 +51,12 @@ def mismatch_message(image: str, pinned: str, served: str, source: str = "contai
 
 
 def pull_command(
-    image: str, pinned: str, local: str | None, served: str | None, source: str = "container_image_digest"
+    image: str,
+    pinned: str,
+    local: str | None,
+    served: str | None,
+    source: str = "container_image_digest",
+    engine: Engine = ENGINE_TABLE[PODMAN],
 ) -> str | None:
     """The pull to run, or None when the host has what it needs. Raises DigestMismatch when the registry
     is seen serving another digest than the pinned one. The command checks the pulled digest itself too:
@@ -56,19 +66,21 @@ def pull_command(
     if local and (not pinned or local == pinned):
         return None
     q = shlex.quote(image)
-    pull = f"podman pull --quiet {q} >/dev/null"
+    pull = f"{engine.name} pull --quiet {q} >/dev/null"
     if not pinned:
         return pull
     before, _, after = mismatch_message(image, pinned, "\0", source).partition("\0")
+    # the digest line: Podman's `sha256:...`, Docker's `name@sha256:...` (the part after the @)
+    inspect = f"{engine.name} image inspect --format {shlex.quote(engine.digest_format)} {q}"
     return (
-        f"{pull} && got=$(podman image inspect --format '{{{{.Digest}}}}' {q}) && "
+        f"{pull} && got=$({inspect} | sed -n 's/.*\\(sha256:[0-9a-f]*\\).*/\\1/p' | head -n 1) && "
         f'if [ "$got" != {shlex.quote(pinned)} ]; then '
         f'echo {shlex.quote(before)}"$got"{shlex.quote(after)} >&2; '
-        f"podman rmi {q} >/dev/null; exit 1; fi"
+        f"{engine.name} rmi {q} >/dev/null; exit 1; fi"
     )
 
 
-def run_prefix(image: str, options: list[str]) -> str:
-    """`podman run` of `image` with the run options (container_run_options), removed when it exits: the
+def run_prefix(image: str, options: list[str], engine: Engine = ENGINE_TABLE[PODMAN]) -> str:
+    """`<engine> run` of `image` with the run options (container_run_options), removed when it exits: the
     command to which a program and its arguments are appended (verify's stack check)."""
-    return " ".join(["podman run --rm", *(shlex.quote(str(o)) for o in options), shlex.quote(image)])
+    return " ".join([f"{engine.name} run --rm", *(shlex.quote(str(o)) for o in options), shlex.quote(image)])

@@ -9,10 +9,11 @@ from typing import Any
 
 from pyinfra import host, state
 from pyinfra.api import deploy
-from pyinfra.operations import apt, files
+from pyinfra.operations import apt, files, server
 
 from radeonlab.contract.jobdir import blobs_dir
 from radeonlab.roles.access import granted_devices
+from radeonlab.roles.container.engines import ENGINE_TABLE, PODMAN
 from radeonlab.roles.gpu_env.plan import for_torch
 from radeonlab.roles.privilege import as_root
 from radeonlab.roles.python_stack import DIRECTORY_MODES, StackPaths, stack_paths
@@ -31,22 +32,35 @@ def record_path(data: Any) -> str:
     return str(data.get("verify_record_path", DEFAULTS["verify_record_path"]))
 
 
-def container_jobs(paths: StackPaths, image: str) -> None:
-    """What jobs in the image need on a container host (no python_stack role there): the image in the
-    training user's own store, the folders the venv role makes (the jobs and the model cache, mounted into
-    each job's container) and the python shim by which the laptop's venv tools start in the image."""
-    apt.packages(  # newuidmap/newgidmap: rootless Podman maps the user's subordinate ids (/etc/subuid)
-        name="Install uidmap for the training user's rootless Podman",
-        packages=["uidmap"],
-        cache_time=24 * 3600,
-        **as_root(),
-    )
-    user_image(
-        name=f"Give {paths.user} the image {image} (its own rootless image store)",
-        image=image,
-        user=paths.user,
-        **as_root(),
-    )
+def container_jobs(paths: StackPaths, image: str, engine: str = PODMAN) -> None:
+    """What jobs in the image need on a container host (no python_stack role there): the training user's
+    way to the image (Podman: a copy in the user's own rootless store; Docker: the docker group, to the one
+    daemon store), the folders the venv role makes (the jobs and the model cache, mounted into each job's
+    container) and the python shim by which the laptop's venv tools start in the image."""
+    row = ENGINE_TABLE[engine]
+    if row.per_user_store:
+        apt.packages(  # newuidmap/newgidmap: rootless Podman maps the user's subordinate ids (/etc/subuid)
+            name="Install uidmap for the training user's rootless Podman",
+            packages=["uidmap"],
+            cache_time=24 * 3600,
+            **as_root(),
+        )
+        user_image(
+            name=f"Give {paths.user} the image {image} (its own rootless image store)",
+            image=image,
+            user=paths.user,
+            **as_root(),
+        )
+    if row.user_group:
+        # Docker's documentation: the docker group grants root-level privileges on the host (docs/guide/
+        # runtimes.md says so); the training user needs it to start job containers without sudo.
+        server.user(
+            name=f"Add {paths.user} to {row.user_group} (the {engine} daemon's socket: root-equivalent)",
+            user=paths.user,
+            groups=[row.user_group],
+            append=True,
+            **as_root(),
+        )
     bin_dir = f"{paths.venv}/bin"
     for path, mode in (
         (str(PurePosixPath(paths.venv).parent), DIRECTORY_MODES["venv_parent"]),
@@ -79,6 +93,7 @@ def verify_host(
     image: str = "",
     container: str = "",
     run_options: Sequence[str] = (),
+    engine: str = PODMAN,
 ) -> None:
     """Check the stack on the host and write its record (recheck: run the check even when nothing it
     depends on changed; default: the `verify_recheck` data). `stack`: the host's stack choice
@@ -87,12 +102,12 @@ def verify_host(
     `container`, the `podman run ... IMAGE` prefix (roles/container plan.run_prefix) the check runs in, and
     `image`, its name; the image brings its own torch (no device packages, no wheel source);
     `run_options`, AMD's options, which the host record's container_command turns into the training user's
-    (record.job_container_command); the image goes into that user's own image store first."""
+    (record.job_container_command); `engine`, the container engine (roles/container engines.py)."""
     device_targets = stack.targets
     paths = stack_paths()
     build = stack.torch
     if container:
-        container_jobs(paths, image)
+        container_jobs(paths, image, engine)
     op = host_record(
         name="Write the host record",
         path=host.data.get("verify_record_path"),
@@ -118,7 +133,8 @@ def verify_host(
         allow_cpu_torch=bool(host.data.get("python_stack_allow_cpu_torch", False)),
         image=image,
         container=container,
-        container_command=rec.job_container_command(run_options) if container else [],
+        container_command=rec.job_container_command(run_options, engine) if container else [],
+        engine=engine,
         **as_root(),
     )
     if host.data.get("verify_print_table"):

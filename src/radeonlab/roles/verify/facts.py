@@ -8,6 +8,8 @@ from pathlib import Path
 
 from pyinfra.api import FactBase
 
+from radeonlab.roles.container.engines import ENGINE_TABLE, PODMAN
+
 CHECK_SCRIPT = (Path(__file__).parent / "check_stack.py").read_text()
 
 
@@ -106,23 +108,26 @@ class ImageId(FactBase):
         return next((line.strip() for line in output if line.strip()), None)
 
 
-# Where Podman looks for its init binary (containers.conf's helper_binaries_dir default): jobs start their
-# containers with --init (jobs/host/runtime.py), so a host without it takes no job.
-INIT_DIRS = ("/usr/local/libexec/podman", "/usr/local/lib/podman", "/usr/libexec/podman", "/usr/lib/podman")
+class UserEngine(FactBase):
+    """Whether the container engine starts containers for the user the fact runs as, and has the init jobs
+    start with (`run --init`, jobs/host/runtime.py; engines.py says where each engine looks for it):
+    {"ok": True}, or {"ok": False, "error": its last lines}; None when the engine is not installed. Podman
+    runs rootless (it needs a user namespace of its own); Docker answers through its daemon's socket (the
+    user needs the docker group)."""
 
-
-class RootlessEngine(FactBase):
-    """Whether Podman starts for the user the fact runs as (rootless: it needs a user namespace of its own),
-    and has the init jobs start with (`podman run --init`: catatonit, in one of the folders Podman looks in):
-    {"ok": True}, or {"ok": False, "error": its last lines}; None when Podman is not installed."""
-
-    def command(self) -> str:
-        inits = " ".join(f"{d}/catatonit" for d in INIT_DIRS)
+    def command(self, engine: str = PODMAN) -> str:
+        row = ENGINE_TABLE[engine]
+        inits = " ".join(row.init_paths)
+        # Docker's `info` answers a missing daemon with a template error; `version` says "Cannot connect"
+        ask = "info --format '{{.Host.Security.Rootless}}'"
+        if engine != PODMAN:
+            ask = "version --format '{{.Server.Version}}'"
+        missing = f"no {row.init_name}, the init of {engine} run --init (install {row.init_package})"
         return (
-            "command -v podman >/dev/null || exit 0; cd / && "
-            "if out=$(podman info --format '{{.Host.Security.Rootless}}' 2>&1); then "
-            f"for f in {inits}; do if [ -x \"$f\" ]; then echo ok; exit 0; fi; done; "
-            "echo failed; echo 'no catatonit, the init of podman run --init (install catatonit)'; "
+            f"command -v {engine} >/dev/null || exit 0; cd / && "
+            f"if out=$({engine} {ask} 2>&1); then "
+            f'for f in {inits}; do if [ -x "$f" ]; then echo ok; exit 0; fi; done; '
+            f"echo failed; echo {shlex.quote(missing)}; "
             "else echo failed; printf '%s\\n' \"$out\" | grep -v 'level=warning' | tail -n 2; fi"
         )
 

@@ -17,6 +17,7 @@ from pyinfra.api import operation
 from pyinfra.facts.files import Directory
 from pyinfra.operations import files
 
+from radeonlab.roles.container.engines import PODMAN
 from radeonlab.roles.container.facts import LocalImage, LocalImageDigest
 from radeonlab.roles.gpu.cards import Gpu
 from radeonlab.roles.privilege import as_root, as_user
@@ -26,9 +27,9 @@ from radeonlab.roles.verify.facts import (
     CHECK_SCRIPT,
     HostRecord,
     ImageId,
-    RootlessEngine,
     StackCheckState,
     StackReport,
+    UserEngine,
 )
 
 # host name -> (record, report, checked_at), filled as the operation runs; read by the end-of-run table.
@@ -60,6 +61,7 @@ def host_record(
     image: str = "",
     container: str = "",
     container_command: Sequence[str] = (),
+    engine: str = PODMAN,
 ):
     """Write the host record at `path` (root:root 0644) from what the host reports, and save the stack check
     with the digest of its inputs at `check_path` (root:root 0644).
@@ -68,15 +70,18 @@ def host_record(
     installed. A record that differs only in volatile fields (written_at, vram_used) is left as it is.
     With `container` (the `podman run ... IMAGE` prefix; `image` its name) the check runs in the container,
     and the record names runtime "container", the image's digest, an input of the check, and how jobs start
-    the image (`container_command`: the training user's own engine).
+    the image (`container_command`: the training user's own engine; `engine`: its name, engines.py).
     """
     check_state = host.get_fact(StackCheckState, venv=venv, saved_path=check_path, user=user, devices=devices)
-    image_digest = (host.get_fact(LocalImageDigest, image=image, **as_root()) or "") if container else ""
+    image_digest = (
+        (host.get_fact(LocalImageDigest, image=image, engine=engine, **as_root()) or "") if container else ""
+    )
     # A derived training image (roles/container derived.py) names itself and its base in its labels: the
     # record names the image by its own tag (`image` is the moving `:current`), and AMD's base beside it.
-    found = host.get_fact(LocalImage, image=image, **as_root()) if container else None
+    found = host.get_fact(LocalImage, image=image, engine=engine, **as_root()) if container else None
     labels = (found or {}).get("labels") or {}
-    jobs_problem = engine_problem(user) if container else None  # the stack is checked as root all the same
+    # why the user's engine takes no job (the stack is checked as root all the same)
+    jobs_problem = engine_problem(user, engine) if container else None
     # the image and how it runs are inputs of the check too
     ran_in = [f"container {container} {image_digest}"] if container else []
     inputs = rec.check_inputs(check_state["fingerprint"] + ran_in, CHECK_SCRIPT, matmul_size, gpus)
@@ -152,10 +157,10 @@ def user_image(image: str, user: str):
         user_image(name="Give lab the image", image="localhost/train:current", user="lab", **as_root())
 
     A docker-archive keeps the image's name and its config, so its ID (what is compared) is the same."""
-    problem = engine_problem(user)
+    problem = engine_problem(user, PODMAN)
     if problem:
         logger.warning(f"{host.name}: no jobs in the container here: {problem}")
-        host.noop(f"{user}'s rootless Podman does not start: {problem}")
+        host.noop(problem)
         return
     # the derived image's own tag (its label) is the one the host record and jobs name: both go across
     labels = (host.get_fact(LocalImage, image=image, **as_root()) or {}).get("labels") or {}
@@ -175,10 +180,11 @@ def user_image(image: str, user: str):
     )
 
 
-def engine_problem(user: str) -> str | None:
-    """Why `user`'s rootless Podman cannot start containers (its error), or None when it can. Read at
-    execution time: on a first deploy Podman is installed by an earlier operation of the same run."""
-    engine = host.get_fact(RootlessEngine, **as_user(user))
-    if engine is None or engine["ok"]:
+def engine_problem(user: str, engine: str = PODMAN) -> str | None:
+    """Why `user`'s engine cannot start containers (its error), or None when it can. Read at execution
+    time: on a first deploy Podman is installed by an earlier operation of the same run."""
+    answer = host.get_fact(UserEngine, engine=engine, **as_user(user))
+    if answer is None or answer["ok"]:
         return None
-    return f"{user}'s rootless Podman does not start ({engine['error'] or 'podman info failed'})"
+    how = "rootless Podman" if engine == PODMAN else "Docker"
+    return f"{user}'s {how} does not start ({answer['error'] or f'{engine} info failed'})"

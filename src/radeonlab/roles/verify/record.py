@@ -19,20 +19,23 @@ VOLATILE_TOP = ("written_at",)
 VOLATILE_GPU = ("vram_used",)
 
 
-# How a job's container differs from the check's (jobs run rootless, as the training user, never sudo):
-# --userns=keep-id maps the user to itself inside (the job's files stay the user's); --group-add=keep-groups
-# passes the user's own supplementary groups (video, render: the access role's) on to /dev/kfd and /dev/dri,
-# where a named --group-add would be a group of the user namespace that owns no device. Podman refuses
-# keep-groups beside another --group-add (podman-run(1)), so AMD's named ones are left out.
-ROOTLESS_OPTIONS = ("--userns=keep-id", "--group-add=keep-groups")
+# How a job's container differs from the check's (jobs run as the training user, never sudo). Podman
+# (rootless): --userns=keep-id maps the user to itself inside (the job's files stay the user's);
+# --group-add=keep-groups passes the user's own supplementary groups (video, render: the access role's) on to
+# /dev/kfd and /dev/dri, where a named --group-add would be a group of the user namespace that owns no device.
+# Podman refuses keep-groups beside another --group-add (podman-run(1)), so AMD's named ones are left out.
+# Docker: a named --group-add is looked up in the image's /etc/group, whose render group need not have the
+# host's number, so the named ones are left out too; jobs/host/runtime.py adds --user and the user's groups
+# by number when it starts the container.
+ROOTLESS_OPTIONS = {"podman": ("--userns=keep-id", "--group-add=keep-groups"), "docker": ()}
 
 
 def job_container_command(run_options: Sequence[str], engine: str = "podman") -> list[str]:
-    """The host record's container_command: the training user's engine with AMD's run options as rootless
-    Podman takes them. ["--device=/dev/kfd", "--group-add=video"] -> [podman, run, --device=/dev/kfd,
-    --userns=keep-id, --group-add=keep-groups]."""
+    """The host record's container_command: the training user's engine with AMD's run options as it takes
+    them for a job. ["--device=/dev/kfd", "--group-add=video"] -> [podman, run, --device=/dev/kfd,
+    --userns=keep-id, --group-add=keep-groups]; Docker: [docker, run, --device=/dev/kfd]."""
     kept = [str(o) for o in run_options if not str(o).startswith("--group-add")]
-    return [engine, "run", *kept, *ROOTLESS_OPTIONS]
+    return [engine, "run", *kept, *ROOTLESS_OPTIONS[engine]]
 
 
 # <venv>/bin/python on a container host: the laptop runs the venv tools (chat, export, models, fetch --try)
