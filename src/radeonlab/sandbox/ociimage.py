@@ -12,6 +12,11 @@ from the product's tables. Two uncompressed tar layers:
   AMD's image has them; torchaudio, as AMD's image has it (the sandbox index's repack of the locked
   torchaudio, without its CUDA-linked libraries: LLaMA-Factory imports it even for text training); and pip
   (the rootfs's own pip wheel, /usr/share/python-wheels), as AMD's image has it. ~700 MB uncompressed.
+  Each module is compiled (__pycache__/*.cpython-311.pyc, PEP 552's unchecked-hash form, whose validity
+  does not depend on a file time), as pip leaves an install in AMD's image: a job's container cannot write
+  into the image's dist-packages (it runs as the training user), so without them every container start
+  compiled torch again (an `import torch` of this layer: 5.8-6.3 s without, 1.9-2.2 s with, measured on a
+  loaded 2-core machine). Only when this machine's Python is the image's (3.11); else left out.
   No ROCm inside: torch.version.hip is None (a CPU build).
 `variant` makes another image under the same name (a different config, same layers): the "different image
 under the pinned tag" of the tests.
@@ -23,11 +28,15 @@ under the pinned tag" of the tests.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import io
 import json
+import marshal
 import os
+import posixpath
 import shutil
 import subprocess
+import sys
 import tarfile
 import zipfile
 from dataclasses import dataclass
@@ -43,7 +52,9 @@ from radeonlab.sandbox import config, rootfs, wheels
 from radeonlab.sandbox.wheelfiles import local_torch_wheel
 
 # Change when what is built here changes: it is part of the cache key.
-GENERATION = "oci4"
+GENERATION = "oci5"
+IMAGE_CACHE_TAG = "cpython-311"  # the image's Python (Debian 12's 3.11): the .pyc files' name and format
+PYC_UNCHECKED_HASH = 0b01  # PEP 552 flags: hash-based, not checked against the source
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
 CONFIG_TYPE = "application/vnd.oci.image.config.v1+json"
 LAYER_TYPE = "application/vnd.oci.image.layer.v1.tar"  # uncompressed: no gzip time on 2 cores
@@ -143,6 +154,29 @@ def _unpack(tar: tarfile.TarFile, wheel: Path, seen: set[str], rename: Any = Non
                     dinfo.type, dinfo.mode = tarfile.DIRTYPE, 0o755
                     tar.addfile(dinfo)
             _add(tar, f"{SITE_PACKAGES}/{name}", data, 0o755 if info.external_attr >> 16 & 0o111 else 0o644)
+            if name.endswith(".py") and sys.implementation.cache_tag == IMAGE_CACHE_TAG:
+                _add_pyc(tar, name, data, seen)
+
+
+def _add_pyc(tar: tarfile.TarFile, name: str, source: bytes, seen: set[str]) -> None:
+    """`name`'s compiled module beside it (what pip's install leaves): PEP 552's layout, magic number, flags,
+    the source's hash, the marshalled code. A file that does not compile (a template, a test of bad
+    syntax) gets none, as with pip."""
+    path = f"/{SITE_PACKAGES}/{name}"
+    try:
+        code = compile(source, path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return
+    head, tail = posixpath.split(name)
+    folder = f"{SITE_PACKAGES}/{head}/__pycache__" if head else f"{SITE_PACKAGES}/__pycache__"
+    if folder not in seen:
+        seen.add(folder)
+        dinfo = tarfile.TarInfo(folder)
+        dinfo.type, dinfo.mode = tarfile.DIRTYPE, 0o755
+        tar.addfile(dinfo)
+    header = importlib.util.MAGIC_NUMBER + PYC_UNCHECKED_HASH.to_bytes(4, "little")
+    pyc = header + importlib.util.source_hash(source) + marshal.dumps(code)
+    _add(tar, f"{folder}/{tail[:-3]}.{IMAGE_CACHE_TAG}.pyc", pyc)
 
 
 def _torch_deps(torch: Path, cached: dict[str, Path]) -> list[Path]:
