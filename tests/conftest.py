@@ -70,8 +70,9 @@ def group_of(nodeid: str) -> str:
 
 @pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown to a run with `-p no:xdist`
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Both lanes run in two pytest-xdist workers (scripts/test.sh) that take a test group at a time, in
-    collection order: tests/e2e's long files first, tests/unit's short ones fill the end. Not xdist's
+    """Both lanes run in pytest-xdist workers (scripts/test.sh: three, the fast lane two) that take a test
+    group at a time, in collection order: tests/e2e's long files first, tests/unit's short ones fill the end.
+    Not xdist's
     `--dist loadgroup`: its marks do not reach the scheduler under pytest 9 (it rewrites `item._nodeid`,
     which pytest 9 no longer reads)."""
     from xdist.scheduler import LoadScopeScheduling
