@@ -1,8 +1,8 @@
 """roles/container engines.py: Podman, or Docker where the host has it. Settings and facts -> the engine,
-its commands and the job's container command. Docker is not run here (no test bed host runs a Docker
-daemon: docs/guide/runtimes.md); its commands run against a stand-in `docker` that answers as Docker's
-reference documents (RepoDigests lines, no --ignore on rm), and its image inspect shape is Docker's
-documented one, written here, not recorded."""
+its commands and the job's container command. Docker is not run here (no test bed host can run a Docker
+daemon; docs/guide/runtimes.md says what was run by hand against a real one); its commands run against a
+stand-in `docker` that answers as dockerd 20.10 did there (RepoDigests lines), and the image inspect shape
+is the one that dockerd printed, written here, not recorded."""
 
 from __future__ import annotations
 
