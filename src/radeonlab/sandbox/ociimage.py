@@ -15,7 +15,7 @@ from the product's tables. Two uncompressed tar layers:
   Each module is compiled (__pycache__/*.cpython-311.pyc, PEP 552's unchecked-hash form, whose validity
   does not depend on a file time), as pip leaves an install in AMD's image: a job's container cannot write
   into the image's dist-packages (it runs as the training user), so without them every container start
-  compiled torch again (an `import torch` of this layer: 5.8-6.3 s without, 1.9-2.2 s with, measured on a
+  compiled torch again (importing torch from this layer: 5.8-6.3 s without, 1.9-2.2 s with, measured on a
   loaded 2-core machine). Only when this machine's Python is the image's (3.11); else left out.
   No ROCm inside: torch.version.hip is None (a CPU build).
 `variant` makes another image under the same name (a different config, same layers): the "different image
