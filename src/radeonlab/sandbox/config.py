@@ -114,7 +114,7 @@ RENDER_GROUP = "render"
 # Machine-wide address leases, so two sandboxes (two test sessions) never pick the same address:port.
 LEASE_DIR = Path(os.environ.get("RADEONLAB_SANDBOX_LEASES", "/run/radeonlab-sandbox/leases"))
 MAX_HOSTS = 200  # host numbers 1..MAX_HOSTS -> HOST_ADDRESS_PREFIX+N, HOST_PORT_BASE+N
-SSHD_START_TIMEOUT = 15.0  # seconds for a host's sshd to answer after start
+SSHD_START_TIMEOUT = 45.0  # seconds for a host's sshd to answer after start (a loaded 2-core machine)
 HOST_STOP_TIMEOUT = 10.0  # seconds for a host's processes to vanish after the kill
 HOST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # The simulated init (pid 1 of each host) is copied to this path inside the host.

@@ -45,17 +45,24 @@ def _start() -> None:
 
 def _stop() -> None:
     global _sshd
-    if _sshd is not None and _sshd.poll() is None:
-        _sshd.terminate()
-        _sshd.wait()
+    proc = _sshd
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        proc.wait()
         _log("sshd stopped")
-    _sshd = None
+    if _sshd is proc:
+        _sshd = None
 
 
 def _on_usr1(*_: object) -> None:
     global _wanted
     _wanted = False
     _stop()
+    # A SIGUSR2 that came while sshd was still exiting ran its handler inside this one, during the wait, and
+    # found sshd "running" (Popen's poll answers None while its wait holds the lock): start it now. Seen
+    # under load: stop_sshd returns once the port is closed, a start_sshd right after found no sshd in 15 s.
+    if _wanted:
+        _start()
 
 
 def _on_usr2(*_: object) -> None:
