@@ -69,6 +69,16 @@ def test_the_digest_is_podmans_line_or_after_dockers_at() -> None:
     assert LocalImageDigest().command(IMAGE).startswith("command -v podman")
 
 
+def test_the_repository_of_an_image_keeps_a_registrys_port() -> None:
+    assert engines.repository(IMAGE) == "127.0.0.1:5000/rocm/pytorch"
+    assert engines.repository(f"127.0.0.1:5000/rocm/pytorch@{PINNED}") == "127.0.0.1:5000/rocm/pytorch"
+    assert engines.repository("localhost/radeonlab/train") == "localhost/radeonlab/train"
+    assert derived.base_reference(IMAGE, PINNED) == f"127.0.0.1:5000/rocm/pytorch@{PINNED}"
+    docker = LocalImageDigest().command(IMAGE, "docker")
+    assert "| grep -F -- 127.0.0.1:5000/rocm/pytorch@" in docker  # its own repository's line only
+    assert "grep" not in LocalImageDigest().command(IMAGE)  # Podman's .Digest is the image's own
+
+
 def test_dockers_image_inspect_gives_digest_tags_and_labels() -> None:
     """Docker's `image inspect` shape (its reference): RepoDigests, RepoTags, the labels under Config."""
     docker = [{"Id": "sha256:" + "c" * 64, "RepoTags": ["localhost/radeonlab/train:current"],
@@ -103,7 +113,9 @@ def _run_with_fake(
 def test_docker_pull_checks_the_repo_digest_against_the_pin(tmp_path: Path, served: str, ok: bool) -> None:
     command = plan.pull_command(IMAGE, PINNED, None, None, engine=DOCKER)
     assert command is not None and command.startswith(f"docker pull --quiet {IMAGE}")
-    done = _run_with_fake(tmp_path, "docker", command, f"127.0.0.1:5000/rocm/pytorch@{served}")
+    # the same image pulled under another name too: Docker lists that repository's digest first
+    other_repo = f"mirror.lan/rocm/pytorch@{PINNED if served == OTHER else OTHER}"
+    done = _run_with_fake(tmp_path, "docker", command, f"{other_repo}\n127.0.0.1:5000/rocm/pytorch@{served}")
     assert (done.returncode == 0) is ok, done.stderr
     calls = (tmp_path / "calls").read_text()
     assert (f"rmi {IMAGE}" in calls) is not ok  # another image under the tag is removed again

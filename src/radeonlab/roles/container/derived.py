@@ -24,7 +24,7 @@ import hashlib
 import shlex
 from collections.abc import Sequence
 
-from radeonlab.roles.container.engines import ENGINE_TABLE, PODMAN, Engine
+from radeonlab.roles.container.engines import ENGINE_TABLE, PODMAN, Engine, repository
 from radeonlab.roles.python_stack import lock as stack_lock
 from radeonlab.roles.python_stack.plan import normalize
 
@@ -51,10 +51,7 @@ def image_key(base_digest: str, lines: Sequence[stack_lock.Pin]) -> str:
 
 def base_reference(image: str, digest: str) -> str:
     """`registry/repo:tag` + digest -> `registry/repo@digest`: the base exactly as pulled."""
-    last = image.rsplit("/", 1)
-    if ":" in last[-1]:
-        image = image[: image.rindex(":")]
-    return f"{image.split('@', 1)[0]}@{digest}"
+    return f"{repository(image)}@{digest}"
 
 
 def containerfile(base: str, index_args: Sequence[str]) -> str:

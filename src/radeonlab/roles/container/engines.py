@@ -25,6 +25,7 @@ Docker's CLI reference for `docker run`, `docker build`, `docker image inspect`,
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 
 PODMAN = "podman"
@@ -47,6 +48,22 @@ class Engine:
     @property
     def init_name(self) -> str:
         return self.init_paths[0].rsplit("/", 1)[1]
+
+    def digest_command(self, image: str) -> str:
+        """The shell command printing `image`'s manifest digest line. Docker lists a digest per repository
+        the image was pulled from (RepoDigests): only the line of `image`'s own repository is kept."""
+        q = shlex.quote(image)
+        command = f"{self.name} image inspect --format {shlex.quote(self.digest_format)} {q}"
+        if "RepoDigests" in self.digest_format:
+            command += f" | grep -F -- {shlex.quote(repository(image) + '@')}"
+        return command
+
+
+def repository(image: str) -> str:
+    """`registry/repo:tag` (or `...@digest`) -> `registry/repo` (a registry's port is not a tag)."""
+    image = image.split("@", 1)[0]
+    last = image.rsplit("/", 1)[-1]
+    return image[: image.rindex(":")] if ":" in last else image
 
 
 ENGINE_TABLE: dict[str, Engine] = {

@@ -17,10 +17,9 @@ class LocalImageDigest(FactBase):
     (a first deploy asks before Podman is installed)."""
 
     def command(self, image: str, engine: str = PODMAN) -> str:
-        fmt = shlex.quote(ENGINE_TABLE[engine].digest_format)
         return (
             f"command -v {engine} >/dev/null || exit 0; "
-            f"{engine} image inspect --format {fmt} {shlex.quote(image)} 2>/dev/null || true"
+            f"{ENGINE_TABLE[engine].digest_command(image)} 2>/dev/null || true"
         )
 
     def process(self, output: list[str]) -> str | None:

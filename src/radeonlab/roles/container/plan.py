@@ -71,9 +71,9 @@ def pull_command(
         return pull
     before, _, after = mismatch_message(image, pinned, "\0", source).partition("\0")
     # the digest line: Podman's `sha256:...`, Docker's `name@sha256:...` (the part after the @)
-    inspect = f"{engine.name} image inspect --format {shlex.quote(engine.digest_format)} {q}"
+    digest = f"{engine.digest_command(image)} | sed -n 's/.*\\(sha256:[0-9a-f]*\\).*/\\1/p' | head -n 1"
     return (
-        f"{pull} && got=$({inspect} | sed -n 's/.*\\(sha256:[0-9a-f]*\\).*/\\1/p' | head -n 1) && "
+        f"{pull} && got=$({digest}) && "
         f'if [ "$got" != {shlex.quote(pinned)} ]; then '
         f'echo {shlex.quote(before)}"$got"{shlex.quote(after)} >&2; '
         f"{engine.name} rmi {q} >/dev/null; exit 1; fi"
