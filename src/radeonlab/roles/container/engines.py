@@ -41,6 +41,7 @@ class Engine:
     build_options: tuple[str, ...]  # before the role's own options
     init_paths: tuple[str, ...]  # where the init of `run --init` is looked for (verify's engine fact)
     init_package: str  # the distribution's package that has it
+    ready: str  # the engine's subcommand that succeeds only when it serves this user (verify's engine fact)
     per_user_store: bool  # the training user's images are its own (a copy from root's store is needed)
     user_group: str = ""  # the group the training user joins to reach the engine ("" none)
     writes_config: bool = True  # containers.conf/storage.conf are this engine's (roles/container plan.py)
@@ -84,6 +85,7 @@ ENGINE_TABLE: dict[str, Engine] = {
             )
         ),
         init_package="catatonit",
+        ready="info --format '{{.Host.Security.Rootless}}'",  # rootless: needs a user namespace of its own
         per_user_store=True,
     ),
     # The host's own Docker: only skopeo is installed (the registry's digest, read as for Podman).
@@ -94,6 +96,8 @@ ENGINE_TABLE: dict[str, Engine] = {
         build_options=(),
         init_paths=("/usr/bin/docker-init", "/usr/libexec/docker/docker-init", "/usr/local/bin/docker-init"),
         init_package="tini",  # docker.io depends on it: /usr/bin/docker-init is its tini-static
+        # not `info`: it answers a missing daemon with a template error; `version` says "Cannot connect"
+        ready="version --format '{{.Server.Version}}'",
         per_user_store=False,
         user_group="docker",
         writes_config=False,

@@ -118,14 +118,10 @@ class UserEngine(FactBase):
     def command(self, engine: str = PODMAN) -> str:
         row = ENGINE_TABLE[engine]
         inits = " ".join(row.init_paths)
-        # Docker's `info` answers a missing daemon with a template error; `version` says "Cannot connect"
-        ask = "info --format '{{.Host.Security.Rootless}}'"
-        if engine != PODMAN:
-            ask = "version --format '{{.Server.Version}}'"
         missing = f"no {row.init_name}, the init of {engine} run --init (install {row.init_package})"
         return (
             f"command -v {engine} >/dev/null || exit 0; cd / && "
-            f"if out=$({engine} {ask} 2>&1); then "
+            f"if out=$({engine} {row.ready} 2>&1); then "
             f'for f in {inits}; do if [ -x "$f" ]; then echo ok; exit 0; fi; done; '
             f"echo failed; echo {shlex.quote(missing)}; "
             "else echo failed; printf '%s\\n' \"$out\" | grep -v 'level=warning' | tail -n 2; fi"
